@@ -1,0 +1,26 @@
+"""The rewrite rules, one concern each, in the order ``apply`` chains them.
+
+The import rule runs last: it imports what the others introduced.
+"""
+
+from .annotations import TypeCheckingAnnotationRule
+from .aux_flag import AuxFlagRule
+from .contract import ContractRule
+from .draft_runner import DraftRunnerRule
+from .extend_idle import ExtendIdleRule
+from .graph_buffers import BufferRule
+from .idle_inputs import IdleInputRule
+from .imports import ImportRule
+
+RULES = (
+    ContractRule,
+    DraftRunnerRule,
+    AuxFlagRule,
+    IdleInputRule,
+    ExtendIdleRule,
+    BufferRule,
+    TypeCheckingAnnotationRule,
+    ImportRule,
+)
+
+__all__ = ["RULES"]

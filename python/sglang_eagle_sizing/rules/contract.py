@@ -1,0 +1,97 @@
+"""Put the sizing contract into ``eagle_info.py``: the helpers, the decode-phase classmethods
+on ``EagleDraftInput`` and the extend-phase class ``EagleDraftExtendInput``."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from .. import inserted
+from ..engine import Finding, Rule
+from ..sites import CONTRACT_FILE, DecodePhase, ExtendPhase
+from ..syntax import statements
+
+HELPER_NAMES = (
+    "get_draft_runner",
+    "_spec_hidden_size",
+    "_get_eagle_config",
+    "_get_eagle_config_value",
+    "parse_eagle_use_aux_hidden_state",
+    "get_eagle_num_aux_hidden_states",
+)
+CLASSMETHOD_NAMES = ("hidden_size_for", "dtype_for")
+
+
+def _defined(body, kind) -> dict[str, cst.CSTNode]:
+    return {node.name.value: node for node in body if isinstance(node, kind)}
+
+
+def _blank(node: cst.CSTNode, count: int) -> cst.CSTNode:
+    return node.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * count)
+
+
+class ContractRule(Rule):
+    files = frozenset({CONTRACT_FILE})
+
+    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef):
+        updated_node = super().leave_ClassDef(original_node, updated_node)
+        if original_node.name.value != DecodePhase or self._scope:
+            return updated_node
+        methods = _defined(updated_node.body.body, cst.FunctionDef)
+        present = [name for name in CLASSMETHOD_NAMES if name in methods]
+        if len(present) == len(CLASSMETHOD_NAMES):
+            self.report(original_node, "decode contract", Finding.ROUTED, DecodePhase)
+            return updated_node
+        if present:
+            raise self.fail(
+                original_node,
+                f"{DecodePhase} defines {', '.join(present)} but not all of "
+                f"{', '.join(CLASSMETHOD_NAMES)}: edited by hand?",
+            )
+        self.report(original_node, "decode contract", Finding.UNROUTED, DecodePhase)
+        (shown_in_class,) = statements(inserted.DECODE_CLASSMETHODS)
+        new_methods = [_blank(node, 1) for node in shown_in_class.body.body]
+        body = list(updated_node.body.body)
+        anchor = methods.get("create_idle_input")
+        index = body.index(anchor) + 1 if anchor is not None else len(body)
+        body[index:index] = new_methods
+        return updated_node.with_changes(
+            body=updated_node.body.with_changes(body=body)
+        )
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module):
+        body = list(updated_node.body)
+        classes = _defined(body, cst.ClassDef)
+        functions = _defined(body, cst.FunctionDef)
+        original_classes = _defined(original_node.body, cst.ClassDef)
+        if DecodePhase not in classes:
+            raise self.fail(original_node, f"no class {DecodePhase}: not SGLang's eagle_info.py?")
+        anchor_line = original_classes[DecodePhase]
+
+        # The extend-phase class, right after EagleDraftInput.
+        if ExtendPhase in classes:
+            self.report(original_classes[ExtendPhase], "extend contract", Finding.ROUTED, ExtendPhase)
+        else:
+            self.report(anchor_line, "extend contract", Finding.UNROUTED, ExtendPhase)
+            (new_class,) = statements(inserted.EXTEND_CLASS)
+            index = body.index(classes[DecodePhase]) + 1
+            body.insert(index, _blank(new_class, 2))
+
+        # The helpers, before the first class of the module.
+        original_functions = _defined(original_node.body, cst.FunctionDef)
+        present = [name for name in HELPER_NAMES if name in functions]
+        first_class = next(node for node in original_node.body if isinstance(node, cst.ClassDef))
+        if len(present) == len(HELPER_NAMES):
+            self.report(original_functions[HELPER_NAMES[0]], "helpers", Finding.ROUTED, "<module>")
+        elif present:
+            raise self.fail(
+                original_functions[present[0]],
+                f"some of the sizing helpers ({', '.join(present)}) are defined, "
+                "not all: edited by hand?",
+            )
+        else:
+            self.report(first_class, "helpers", Finding.UNROUTED, "<module>")
+            helpers = [_blank(node, 2) for node in statements(inserted.HELPERS)]
+            index = next(i for i, node in enumerate(body) if isinstance(node, cst.ClassDef))
+            # The decorators/blank lines of the class stay with the class.
+            body[index:index] = helpers
+        return updated_node.with_changes(body=body)

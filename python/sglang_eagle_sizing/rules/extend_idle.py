@@ -1,0 +1,118 @@
+"""Route the extend-phase idle inputs of the v1 workers, and rebuild the verify-made ones.
+
+In 0.5.11, ``forward_draft_extend_after_decode`` builds an idle input only when every request
+has finished (``if not input_is_idle and <none verified>: ... create_idle_input(...)``), with an
+inline width; an input that arrives idle keeps the one ``EagleVerifyInput.verify`` built without
+a worker in reach. The rule moves the idle input out of that ``if`` into its own
+``if batch.forward_mode.is_idle():`` right after it (``prepare_for_idle`` makes the batch idle),
+so both idle cases get an ``EagleDraftExtendInput`` sized by this worker. The inline width that
+only fed the old call goes.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..engine import Finding, Rule
+from ..sites import Kind, Phase, SITES, site_for
+from ..syntax import code_of, dotted, keyword_arg, statement, with_comment
+from .idle_inputs import idle_input_call, route_args, routed_args
+
+REBUILD_COMMENT = (
+    "Also replaces an idle input made by EagleVerifyInput.verify, which has no",
+    "worker in reach: the draft-extend input takes this worker's sizes.",
+)
+
+FILES = frozenset(
+    s.file for s in SITES if s.kind is Kind.IDLE_INPUT and s.phase is Phase.EXTEND
+)
+
+
+def _site_assignment(stmt: cst.CSTNode) -> cst.Assign | None:
+    """``<batch>.spec_info = <Class>.create_idle_input(...)`` as a one-statement line."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        small = stmt.body[0]
+        if isinstance(small, cst.Assign) and idle_input_call(small.value):
+            return small
+    return None
+
+
+def _idle_test(node: cst.CSTNode) -> str | None:
+    """``batch`` for ``if batch.forward_mode.is_idle():``."""
+    if isinstance(node, cst.Call) and not node.args:
+        name = dotted(node.func)
+        if name and name.endswith(".forward_mode.is_idle"):
+            return name[: -len(".forward_mode.is_idle")]
+    return None
+
+
+class ExtendIdleRule(Rule):
+    files = FILES
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        site = site_for(self.file, self.scope)
+        updated_node = super().leave_FunctionDef(original_node, updated_node)
+        if site is None or site.kind is not Kind.IDLE_INPUT or site.phase is not Phase.EXTEND:
+            return updated_node
+        input_class = site.phase.input_class
+        body = list(updated_node.body.body)
+        original_body = list(original_node.body.body)
+        for index, stmt in enumerate(body):
+            if not isinstance(stmt, cst.If):
+                continue
+            # Routed: `if batch.forward_mode.is_idle(): batch.spec_info = <routed>`
+            batch = _idle_test(stmt.test)
+            assign = _site_assignment(stmt.body.body[0]) if stmt.body.body else None
+            if batch is not None and assign is not None:
+                if not routed_args(assign.value, input_class, site.worker):
+                    raise self.fail(
+                        original_body[index],
+                        f"{site.scope}: idle input sized by hand; expected "
+                        f"{input_class}.hidden_size_for({site.worker})",
+                    )
+                self.report(original_body[index].body.body[0], site.phase.value, Finding.ROUTED, site.scope)
+                return updated_node
+            # Unrouted: the idle input sits inside this `if`.
+            inner = list(stmt.body.body)
+            hits = [i for i, s in enumerate(inner) if _site_assignment(s) is not None]
+            if not hits:
+                continue
+            (hit,) = hits
+            assign = _site_assignment(inner[hit])
+            self.report(original_body[index].body.body[hit], site.phase.value, Finding.UNROUTED, site.scope)
+            target = dotted(assign.targets[0].target)
+            if target is None or not target.endswith(".spec_info"):
+                raise self.fail(original_body[index], f"{site.scope}: idle input assigned to {code_of(assign.targets[0].target)!r}")
+            batch = target[: -len(".spec_info")]
+            width = keyword_arg(assign.value, "hidden_size").value
+            kept = [
+                s
+                for i, s in enumerate(inner)
+                if i != hit and not (isinstance(width, cst.Name) and _assigns_name(s, width.value))
+            ]
+            if not kept:
+                raise self.fail(original_body[index], f"{site.scope}: nothing left in the if once the idle input moves out")
+            call = route_args(assign.value, input_class, site.worker)
+            rebuild = statement(
+                f"if {batch}.forward_mode.is_idle():\n"
+                f"    {target} = {code_of(call)}\n",
+                self.column_of(original_body[index]),
+            )
+            rebuild = rebuild.with_changes(
+                body=rebuild.body.with_changes(
+                    body=[with_comment(rebuild.body.body[0], *REBUILD_COMMENT)]
+                )
+            )
+            body[index] = stmt.with_changes(body=stmt.body.with_changes(body=kept))
+            body.insert(index + 1, rebuild)
+            return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+        raise self.fail(original_node, f"{site.scope}: extend-phase idle input not found")
+
+
+def _assigns_name(stmt: cst.CSTNode, name: str) -> bool:
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        small = stmt.body[0]
+        if isinstance(small, cst.Assign) and len(small.targets) == 1:
+            target = small.targets[0].target
+            return isinstance(target, cst.Name) and target.value == name
+    return False

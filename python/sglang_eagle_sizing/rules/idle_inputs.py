@@ -1,0 +1,99 @@
+"""Route ``create_idle_input(hidden_size=..., dtype=...)`` sites through the phase classmethods.
+
+Owns the decode-phase idle inputs and the idle inputs built in ``EagleVerifyInput.verify``
+(no worker in reach: they become ``EagleDraftExtendInput``s and the worker that consumes them
+rebuilds them, see ``extend_idle.py``). Reports any other idle input it does not know.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..engine import Finding, Rule
+from ..sites import ExtendPhase, Kind, Phase, site_for
+from ..syntax import dotted, has_comment, keyword_arg, same_expression, with_comment
+
+DETACHED_COMMENT = (
+    "No worker in reach: the worker rebuilds this idle input",
+    "(EagleDraftExtendInput.hidden_size_for) before draft extend.",
+)
+
+
+def idle_input_call(node: cst.CSTNode) -> bool:
+    """``<Class>.create_idle_input(..., hidden_size=..., ...)``."""
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "create_idle_input"
+        and keyword_arg(node, "hidden_size") is not None
+    )
+
+
+def routed_args(call: cst.Call, input_class: str, worker: str) -> bool:
+    hidden_size = keyword_arg(call, "hidden_size")
+    dtype = keyword_arg(call, "dtype")
+    return (
+        dotted(call.func) == f"{input_class}.create_idle_input"
+        and same_expression(hidden_size.value, f"{input_class}.hidden_size_for({worker})")
+        and dtype is not None
+        and same_expression(dtype.value, f"{input_class}.dtype_for({worker})")
+    )
+
+
+def route_args(call: cst.Call, input_class: str, worker: str) -> cst.Call:
+    args = []
+    for arg in call.args:
+        name = arg.keyword.value if arg.keyword is not None else None
+        if name == "hidden_size":
+            arg = arg.with_changes(
+                value=cst.parse_expression(f"{input_class}.hidden_size_for({worker})")
+            )
+        elif name == "dtype":
+            arg = arg.with_changes(
+                value=cst.parse_expression(f"{input_class}.dtype_for({worker})")
+            )
+        args.append(arg)
+    return call.with_changes(
+        func=call.func.with_changes(value=cst.Name(input_class)), args=args
+    )
+
+
+class IdleInputRule(Rule):
+    def __init__(self, file: str):
+        super().__init__(file)
+        self._detached_in_statement = False
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call):
+        if not idle_input_call(original_node):
+            return updated_node
+        site = site_for(self.file, self.scope)
+        if site is None or site.kind is Kind.BUFFER:
+            self.report(original_node, "idle input", Finding.UNKNOWN)
+            return updated_node
+        if site.kind is Kind.IDLE_INPUT and site.phase is Phase.EXTEND:
+            return updated_node  # extend_idle.py owns these
+        if keyword_arg(original_node, "dtype") is None:
+            raise self.fail(original_node, f"{site.scope}: idle input without dtype=")
+        label = site.phase.value
+        if site.kind is Kind.DETACHED_IDLE_INPUT:
+            if dotted(original_node.func) == f"{ExtendPhase}.create_idle_input":
+                self.report(original_node, label, Finding.ROUTED)
+                return updated_node
+            self.report(original_node, label, Finding.UNROUTED)
+            self._detached_in_statement = True
+            return updated_node.with_changes(
+                func=updated_node.func.with_changes(value=cst.Name(ExtendPhase))
+            )
+        input_class = site.phase.input_class
+        if routed_args(original_node, input_class, site.worker):
+            self.report(original_node, label, Finding.ROUTED)
+            return updated_node
+        self.report(original_node, label, Finding.UNROUTED)
+        return route_args(updated_node, input_class, site.worker)
+
+    def leave_SimpleStatementLine(self, original_node, updated_node):
+        if self._detached_in_statement:
+            self._detached_in_statement = False
+            if not has_comment(updated_node, DETACHED_COMMENT[0]):
+                return with_comment(updated_node, *DETACHED_COMMENT)
+        return updated_node

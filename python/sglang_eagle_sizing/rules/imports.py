@@ -1,0 +1,84 @@
+"""Import the names the other rules introduced, into the module's existing ``from`` import.
+
+Runs last. A name from ``PROVIDERS`` that the module uses but neither imports nor defines is
+added to the module's top-level ``from <provider> import ...``, in isort's order (constants,
+classes, functions; case-insensitive), keeping the statement's parenthesised form if it had one.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..engine import Finding, Rule
+from ..syntax import code_of, dotted, statement
+
+PROVIDERS = {
+    "EagleDraftExtendInput": "sglang.srt.speculative.eagle_info",
+    "parse_eagle_use_aux_hidden_state": "sglang.srt.speculative.eagle_info",
+    "SpeculativeAlgorithm": "sglang.srt.speculative.spec_info",
+}
+
+
+def isort_key(name: str) -> tuple[int, str]:
+    if name.isupper():
+        return (0, name.lower())
+    if name[:1].isupper():
+        return (1, name.lower())
+    return (2, name.lower())
+
+
+class _Names(cst.CSTVisitor):
+    def __init__(self):
+        self.used: set[str] = set()
+        self.bound: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.used.add(node.value)
+
+    def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
+        alias = node.asname.name if node.asname else node.name
+        if isinstance(alias, cst.Name):
+            self.bound.add(alias.value)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.bound.add(node.name.value)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.bound.add(node.name.value)
+
+
+class ImportRule(Rule):
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module):
+        names = _Names()
+        updated_node.visit(names)
+        missing = sorted(
+            name
+            for name in PROVIDERS
+            if name in names.used and name not in names.bound
+        )
+        if not missing:
+            return updated_node
+        body = list(updated_node.body)
+        for name in missing:
+            module = PROVIDERS[name]
+            for index, stmt in enumerate(body):
+                if not (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.ImportFrom)):
+                    continue
+                node = stmt.body[0]
+                if node.module is None or dotted(node.module) != module or isinstance(node.names, cst.ImportStar):
+                    continue
+                aliases = [code_of(alias.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for alias in node.names]
+                aliases = sorted({*aliases, name}, key=isort_key)
+                exploded = node.lpar is not None and isinstance(node.names[-1].comma, cst.Comma)
+                names_code = ", ".join(aliases)
+                source = (
+                    f"from {module} import ({names_code},)\n"
+                    if exploded
+                    else f"from {module} import {names_code}\n"
+                )
+                self.report(original_node.body[min(index, len(original_node.body) - 1)], "import", Finding.UNROUTED, "<module>")
+                body[index] = statement(source).with_changes(leading_lines=stmt.leading_lines)
+                break
+            else:
+                raise self.fail(original_node, f"no 'from {module} import ...' to add {name} to")
+        return updated_node.with_changes(body=body)

@@ -1,0 +1,188 @@
+"""The sizing sites of SGLang 0.5.11: where an EAGLE hidden-state width or dtype is decided.
+
+This is the site list. Rules find sites by structure (a ``create_idle_input(hidden_size=...)``
+call, a ``torch.zeros`` buffer sized by a hidden width) and look them up here by file and
+enclosing ``Class.method`` to learn their phase and which worker object is in reach. A site
+found in the tree but missing here is *unknown*: it is reported, never skipped.
+
+Paths are relative to the ``sglang/srt`` folder.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Phase(enum.Enum):
+    """Which half of the sizing contract a site belongs to."""
+
+    #: the tensor carried between draft steps: the draft model's own hidden state
+    DECODE = "decode"
+    #: the tensor fed to the draft-extend forward: the target's (aux-widened) hidden state
+    EXTEND = "extend"
+
+    @property
+    def input_class(self) -> str:
+        """The ``eagle_info`` class whose classmethods state this phase's contract."""
+        return DecodePhase if self is Phase.DECODE else ExtendPhase
+
+
+DecodePhase = "EagleDraftInput"
+ExtendPhase = "EagleDraftExtendInput"
+
+
+class Kind(enum.Enum):
+    #: ``EagleDraftInput.create_idle_input(..., hidden_size=..., dtype=...)``
+    IDLE_INPUT = "idle input"
+    #: an idle input built where no worker is in reach; the consuming worker rebuilds it
+    DETACHED_IDLE_INPUT = "idle input (no worker)"
+    #: ``torch.zeros((rows, <hidden width>), dtype=...)``
+    BUFFER = "buffer"
+
+
+@dataclass(frozen=True)
+class Site:
+    file: str
+    scope: str
+    phase: Phase
+    kind: Kind
+    #: the expression, at the site, of the worker the classmethods resolve
+    worker: str
+    #: how many sites of this shape the scope holds
+    count: int = 1
+    note: str = ""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.file, self.scope)
+
+
+SPEC = "speculative/"
+
+SITES: tuple[Site, ...] = (
+    # Idle inputs of the v1 workers.
+    Site(
+        SPEC + "eagle_worker.py",
+        "EAGLEWorker._draft_preprocess_idle",
+        Phase.DECODE,
+        Kind.IDLE_INPUT,
+        worker="self",
+        note="also serves MultiLayerEagleWorker, which delegates to it",
+    ),
+    Site(
+        SPEC + "eagle_worker.py",
+        "EAGLEWorker.forward_draft_extend_after_decode",
+        Phase.EXTEND,
+        Kind.IDLE_INPUT,
+        worker="self",
+        note="also rebuilds the idle input EagleVerifyInput.verify made",
+    ),
+    Site(
+        SPEC + "multi_layer_eagle_worker.py",
+        "MultiLayerEagleWorker.forward_draft_extend_after_decode",
+        Phase.EXTEND,
+        Kind.IDLE_INPUT,
+        worker="self",
+        note="also rebuilds the idle input EagleVerifyInput.verify made",
+    ),
+    # Idle inputs of the v2 workers: the draft worker consumes them.
+    Site(
+        SPEC + "eagle_worker_v2.py",
+        "EAGLEWorkerV2.forward_batch_generation",
+        Phase.DECODE,
+        Kind.IDLE_INPUT,
+        worker="self.draft_worker",
+    ),
+    Site(
+        SPEC + "multi_layer_eagle_worker_v2.py",
+        "MultiLayerEagleWorkerV2.forward_batch_generation",
+        Phase.DECODE,
+        Kind.IDLE_INPUT,
+        worker="self.draft_worker",
+    ),
+    # Idle inputs built in verify, where no worker is in reach.
+    Site(
+        SPEC + "eagle_info.py",
+        "EagleVerifyInput.verify",
+        Phase.EXTEND,
+        Kind.DETACHED_IDLE_INPUT,
+        worker="",
+        count=2,
+        note="all-idle batch; all requests finished",
+    ),
+    # CUDA-graph buffers.
+    Site(
+        SPEC + "eagle_draft_cuda_graph_runner.py",
+        "EAGLEDraftCudaGraphRunner.__init__",
+        Phase.DECODE,
+        Kind.BUFFER,
+        worker="self.eagle_worker",
+    ),
+    Site(
+        SPEC + "eagle_draft_extend_cuda_graph_runner.py",
+        "EAGLEDraftExtendCudaGraphRunner.__init__",
+        Phase.EXTEND,
+        Kind.BUFFER,
+        worker="self.eagle_worker",
+        count=2,
+        note="two branches (EAGLE-3 with aux, otherwise) become one buffer",
+    ),
+    Site(
+        SPEC + "multi_layer_eagle_draft_extend_cuda_graph_runner.py",
+        "MultiLayerEagleDraftExtendCudaGraphRunner.init_buffers_and_capture",
+        Phase.EXTEND,
+        Kind.BUFFER,
+        worker="self.eagle_worker",
+    ),
+    Site(
+        SPEC + "multi_layer_eagle_worker_v2.py",
+        "MultiLayerEagleDraftWorker.__init__",
+        Phase.EXTEND,
+        Kind.BUFFER,
+        worker="self",
+        note=(
+            "req_to_hidden_states_pool holds the hidden states fed to the MTP layers and "
+            "is copied into the extend graph buffer, so it takes the extend width"
+        ),
+    ),
+)
+
+#: Every EAGLE worker that must end up with ``eagle_use_aux_hidden_state``, read by the one
+#: parser, and the expression of its drafter's ``hf_config`` at the place it is set.
+AUX_FLAG_WORKERS: dict[tuple[str, str], str] = {
+    (SPEC + "eagle_worker.py", "EAGLEWorker"): "self.draft_model_runner.model_config.hf_config",
+    (SPEC + "eagle_worker_v2.py", "EagleDraftWorker"): "self.draft_runner.model_config.hf_config",
+    (
+        SPEC + "multi_layer_eagle_worker.py",
+        "MultiLayerEagleWorker",
+    ): "self.model_runner.model_config.hf_config",
+    (
+        SPEC + "multi_layer_eagle_worker_v2.py",
+        "MultiLayerEagleDraftWorker",
+    ): "self.draft_runner.model_config.hf_config",
+}
+
+#: Where the contract itself lives.
+CONTRACT_FILE = SPEC + "eagle_info.py"
+
+#: Files the rules read: every file that holds a site or a worker, and nothing else.
+SITE_FILES: tuple[str, ...] = tuple(
+    sorted({s.file for s in SITES} | {f for f, _ in AUX_FLAG_WORKERS})
+)
+
+
+def site_for(file: str, scope: str) -> Site | None:
+    for site in SITES:
+        if site.file == file and site.scope == scope:
+            return site
+    return None
+
+
+#: Draft workers that hold a list of runners and must expose ``draft_runner``.
+DRAFT_RUNNER_WORKERS: dict[tuple[str, str], str] = {
+    (
+        SPEC + "multi_layer_eagle_worker_v2.py",
+        "MultiLayerEagleDraftWorker",
+    ): "self.draft_runner_list[0]",
+}
