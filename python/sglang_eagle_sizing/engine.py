@@ -52,6 +52,12 @@ class Rule(cst.CSTTransformer):
 
     #: files (relative to ``srt/``) the rule reads; ``None``: every file
     files: ClassVar[frozenset[str] | None] = None
+    #: the rule only runs on a file whose text holds one of these (a cheap pre-filter;
+    #: what the rule matches is still decided by structure)
+    needles: ClassVar[tuple[str, ...]] = ()
+    #: run on the chained output even when it found nothing to do in the original
+    #: (it acts on what the other rules wrote)
+    follows_others: ClassVar[bool] = False
 
     def __init__(self, file: str):
         super().__init__()
@@ -60,8 +66,10 @@ class Rule(cst.CSTTransformer):
         self._scope: list[str] = []
 
     @classmethod
-    def applies_to(cls, file: str) -> bool:
-        return cls.files is None or file in cls.files
+    def applies_to(cls, file: str, text: str = "") -> bool:
+        if cls.files is not None and file not in cls.files:
+            return False
+        return not cls.needles or any(needle in text for needle in cls.needles)
 
     # -- scope tracking ---------------------------------------------------------------
     @property
@@ -138,36 +146,46 @@ def _parse(file: str, text: str) -> cst.Module:
         raise RewriteError(file, exc.raw_line, f"cannot parse: {exc.message}") from None
 
 
-def _run(rule_type: type[Rule], file: str, module: cst.Module) -> tuple[cst.Module, Rule]:
+def _run(rule_type: type[Rule], file: str, wrapper: MetadataWrapper) -> tuple[cst.Module, Rule]:
     rule = rule_type(file)
-    new_module = MetadataWrapper(module, unsafe_skip_copy=True).visit(rule)
+    new_module = wrapper.visit(rule)
     rule.finish(new_module)
     return new_module, rule
 
 
-def rewrite_source(file: str, text: str, rules: Sequence[type[Rule]]) -> FileResult:
-    """Rewrite one file. Findings come from each rule run on the original module."""
+def _check(file: str, text: str, rules: Sequence[type[Rule]]) -> tuple[cst.Module, dict[type[Rule], list[Finding]]]:
     original = _parse(file, text)
-    applicable = [r for r in rules if r.applies_to(file)]
-    findings: list[Finding] = []
-    for rule_type in applicable:
-        findings.extend(_run(rule_type, file, original)[1].findings)
-    module = original
-    for rule_type in applicable:
-        module = _run(rule_type, file, module)[0]
-    findings.sort(key=lambda f: (f.line, f.scope, f.label))
-    return FileResult(file, text, module.code, findings)
+    # One wrapper: positions are computed once and shared by every rule.
+    wrapper = MetadataWrapper(original, unsafe_skip_copy=True)
+    found = {
+        rule_type: _run(rule_type, file, wrapper)[1].findings
+        for rule_type in rules
+        if rule_type.applies_to(file, text)
+    }
+    return original, found
+
+
+def _sorted(found: dict[type[Rule], list[Finding]]) -> list[Finding]:
+    findings = [f for rule_findings in found.values() for f in rule_findings]
+    return sorted(findings, key=lambda f: (f.line, f.scope, f.label))
 
 
 def check_source(file: str, text: str, rules: Sequence[type[Rule]]) -> list[Finding]:
-    """Findings only: what ``rewrite_source`` would report, without rewriting."""
-    original = _parse(file, text)
-    findings: list[Finding] = []
-    for rule_type in rules:
-        if rule_type.applies_to(file):
-            findings.extend(_run(rule_type, file, original)[1].findings)
-    findings.sort(key=lambda f: (f.line, f.scope, f.label))
-    return findings
+    """What each rule finds in the original file, without rewriting it."""
+    return _sorted(_check(file, text, rules)[1])
+
+
+def rewrite_source(file: str, text: str, rules: Sequence[type[Rule]]) -> FileResult:
+    """Rewrite one file: chain the rules that found work (and those that follow others)."""
+    module, found = _check(file, text, rules)
+    if any(f.status == Finding.UNKNOWN for f in _sorted(found)):
+        return FileResult(file, text, text, _sorted(found))
+    work = [r for r, findings in found.items() if any(f.status != Finding.ROUTED for f in findings)]
+    if work:
+        for rule_type in rules:
+            if rule_type in work or rule_type.follows_others:
+                module = _run(rule_type, file, MetadataWrapper(module, unsafe_skip_copy=True))[0]
+    return FileResult(file, text, module.code, _sorted(found))
 
 
 def needs_work(findings: Iterable[Finding]) -> list[Finding]:

@@ -55,6 +55,8 @@ def _has_future_annotations(module: cst.Module) -> bool:
 
 
 class TypeCheckingAnnotationRule(Rule):
+    needles = ("TYPE_CHECKING",)
+
     def visit_Module(self, node: cst.Module) -> bool:
         self._names = set() if _has_future_annotations(node) else _type_checking_names(node)
         return bool(self._names)

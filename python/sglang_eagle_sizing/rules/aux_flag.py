@@ -92,7 +92,7 @@ class AuxFlagRule(Rule):
                 continue
             value = stmt.body[0].value
             if isinstance(value, cst.Call) and dotted(value.func) == PARSER:
-                self.report(original_body[index], "aux flag", Finding.ROUTED, scope)
+                self.report(original_body[index], "aux-flag", Finding.ROUTED, scope)
                 return updated_node
             # Inline parsing: `flag = <default>` then `if ...: ... flag = ...`.
             follower = body[index + 1] if index + 1 < len(body) else None
@@ -106,7 +106,7 @@ class AuxFlagRule(Rule):
                 )
             source = _eagle_config_source(follower)
             config = code_of(source) if source is not None else hf_config
-            self.report(original_body[index], "aux flag", Finding.UNROUTED, scope)
+            self.report(original_body[index], "aux-flag", Finding.UNROUTED, scope)
             new = parser_call(config, self.column_of(original_body[index]))
             new = new.with_changes(leading_lines=stmt.leading_lines)
             body[index : index + 2] = [new]
@@ -124,6 +124,6 @@ class AuxFlagRule(Rule):
         if anchor is None:
             raise self.fail(original_node, f"{scope}: no place where the draft runner is set")
         reported = original_body[min(anchor, len(original_body) - 1)]
-        self.report(reported, "aux flag", Finding.UNROUTED, scope)
+        self.report(reported, "aux-flag", Finding.UNROUTED, scope)
         body.insert(anchor + 1, parser_call(hf_config, self.column_of(original_body[0])))
         return updated_node.with_changes(body=updated_node.body.with_changes(body=body))

@@ -39,7 +39,7 @@ class ContractRule(Rule):
         methods = _defined(updated_node.body.body, cst.FunctionDef)
         present = [name for name in CLASSMETHOD_NAMES if name in methods]
         if len(present) == len(CLASSMETHOD_NAMES):
-            self.report(original_node, "decode contract", Finding.ROUTED, DecodePhase)
+            self.report(original_node, "decode-contract", Finding.ROUTED, DecodePhase)
             return updated_node
         if present:
             raise self.fail(
@@ -47,7 +47,7 @@ class ContractRule(Rule):
                 f"{DecodePhase} defines {', '.join(present)} but not all of "
                 f"{', '.join(CLASSMETHOD_NAMES)}: edited by hand?",
             )
-        self.report(original_node, "decode contract", Finding.UNROUTED, DecodePhase)
+        self.report(original_node, "decode-contract", Finding.UNROUTED, DecodePhase)
         (shown_in_class,) = statements(inserted.DECODE_CLASSMETHODS)
         new_methods = [_blank(node, 1) for node in shown_in_class.body.body]
         body = list(updated_node.body.body)
@@ -69,9 +69,9 @@ class ContractRule(Rule):
 
         # The extend-phase class, right after EagleDraftInput.
         if ExtendPhase in classes:
-            self.report(original_classes[ExtendPhase], "extend contract", Finding.ROUTED, ExtendPhase)
+            self.report(original_classes[ExtendPhase], "extend-contract", Finding.ROUTED, ExtendPhase)
         else:
-            self.report(anchor_line, "extend contract", Finding.UNROUTED, ExtendPhase)
+            self.report(anchor_line, "extend-contract", Finding.UNROUTED, ExtendPhase)
             (new_class,) = statements(inserted.EXTEND_CLASS)
             index = body.index(classes[DecodePhase]) + 1
             body.insert(index, _blank(new_class, 2))

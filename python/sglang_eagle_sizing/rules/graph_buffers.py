@@ -41,16 +41,62 @@ def buffer_shape(stmt: cst.CSTNode) -> tuple[cst.Assign, cst.Call, cst.Tuple] | 
     return small, call, shape
 
 
+def buffer_call(node: cst.CSTNode) -> bool:
+    """An allocation whose shape tuple ends in a hidden width, wherever it stands."""
+    return (
+        call_name(node) in ALLOCATORS
+        and bool(node.args)
+        and isinstance(node.args[0].value, cst.Tuple)
+        and bool(node.args[0].value.elements)
+        and mentions_hidden_width(node.args[0].value.elements[-1].value)
+    )
+
+
 class BufferRule(Rule):
+    needles = ("hidden_size",)
+
+    def __init__(self, file: str):
+        super().__init__(file)
+        self._known_calls: set[int] = set()
+        self._parameters: list[set[str]] = []
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+        found = buffer_shape(node)
+        site = site_for(self.file, self.scope)
+        if found is not None and site is not None and site.kind is Kind.BUFFER:
+            self._known_calls.add(id(found[1]))
+        return True
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self._parameters.append({p.name.value for p in node.params.params})
+        return super().visit_FunctionDef(node)
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        self._parameters.pop()
+        return super().leave_FunctionDef(original_node, updated_node)
+
+    def _sized_by_caller(self, call: cst.Call) -> bool:
+        """``torch.empty((0, hidden_size))`` with ``hidden_size`` a parameter: the callers
+        (``create_idle_input(hidden_size=...)``) are the sites, not this."""
+        width = call.args[0].value.elements[-1].value
+        return bool(self._parameters) and isinstance(width, cst.Name) and width.value in self._parameters[-1]
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call):
+        # A hidden-width allocation that is not a known site's buffer statement.
+        if (
+            buffer_call(original_node)
+            and id(original_node) not in self._known_calls
+            and not self._sized_by_caller(original_node)
+        ):
+            self.report(original_node, "buffer", Finding.UNKNOWN)
+        return updated_node
+
     def leave_SimpleStatementLine(self, original_node, updated_node):
         found = buffer_shape(original_node)
-        if found is None:
+        if found is None or id(found[1]) not in self._known_calls:
             return updated_node
         _, call, shape = found
         site = site_for(self.file, self.scope)
-        if site is None or site.kind is not Kind.BUFFER:
-            self.report(original_node, "buffer", Finding.UNKNOWN)
-            return updated_node
         input_class = site.phase.input_class
         width = f"{input_class}.hidden_size_for({site.worker})"
         dtype = f"{input_class}.dtype_for({site.worker})"

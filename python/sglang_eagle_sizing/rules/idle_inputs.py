@@ -59,6 +59,8 @@ def route_args(call: cst.Call, input_class: str, worker: str) -> cst.Call:
 
 
 class IdleInputRule(Rule):
+    needles = ("create_idle_input",)
+
     def __init__(self, file: str):
         super().__init__(file)
         self._detached_in_statement = False
@@ -68,7 +70,7 @@ class IdleInputRule(Rule):
             return updated_node
         site = site_for(self.file, self.scope)
         if site is None or site.kind is Kind.BUFFER:
-            self.report(original_node, "idle input", Finding.UNKNOWN)
+            self.report(original_node, "idle-input", Finding.UNKNOWN)
             return updated_node
         if site.kind is Kind.IDLE_INPUT and site.phase is Phase.EXTEND:
             return updated_node  # extend_idle.py owns these

@@ -48,6 +48,8 @@ class _Names(cst.CSTVisitor):
 
 
 class ImportRule(Rule):
+    follows_others = True
+
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module):
         names = _Names()
         updated_node.visit(names)

@@ -1,0 +1,99 @@
+"""Shared fixtures: a pristine SGLang 0.5.11 from the release wheel, a patched copy of it, and
+the libcuda stub that lets SGLang's worker modules import on a machine without a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from sglang_eagle_sizing.cli import main as cli_main
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parent / "data"
+SUPPORT = Path(__file__).resolve().parent / "support"
+CACHE = Path(os.environ.get("SGLANG_EAGLE_SIZING_CACHE", REPO / ".cache"))
+SGLANG_VERSION = "0.5.11"
+
+
+def release_wheel() -> Path:
+    """The sglang 0.5.11 wheel from PyPI, downloaded once into the cache."""
+    wheels = CACHE / "wheels"
+    found = sorted(wheels.glob(f"sglang-{SGLANG_VERSION}-*.whl"))
+    if not found:
+        wheels.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+             f"sglang=={SGLANG_VERSION}", "-d", str(wheels)],
+            check=True,
+        )
+        found = sorted(wheels.glob(f"sglang-{SGLANG_VERSION}-*.whl"))
+    assert found, "pip download did not produce the sglang wheel"
+    return found[0]
+
+
+@pytest.fixture(scope="session")
+def pristine_root(tmp_path_factory) -> Path:
+    """A folder holding ``sglang/`` exactly as the release wheel ships it. Do not modify."""
+    root = tmp_path_factory.mktemp("pristine")
+    with zipfile.ZipFile(release_wheel()) as wheel:
+        wheel.extractall(root, [n for n in wheel.namelist() if n.startswith("sglang/")])
+    return root
+
+
+@pytest.fixture(scope="session")
+def pristine(pristine_root) -> Path:
+    return pristine_root / "sglang"
+
+
+@pytest.fixture
+def tree(pristine, tmp_path) -> Path:
+    """A writable copy of the pristine package, fresh for each test."""
+    copy = tmp_path / "sglang"
+    shutil.copytree(pristine, copy)
+    return copy
+
+
+@pytest.fixture(scope="session")
+def patched_root(pristine, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("patched")
+    shutil.copytree(pristine, root / "sglang")
+    assert cli_main(["apply", "--quiet", str(root / "sglang")]) == 0
+    return root
+
+
+@pytest.fixture(scope="session")
+def libcuda_stub(tmp_path_factory) -> Path:
+    """Compile test/support/libcuda_stub.c into a folder to put on LD_LIBRARY_PATH."""
+    folder = tmp_path_factory.mktemp("libcuda-stub")
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-o", str(folder / "libcuda.so.1"),
+         str(SUPPORT / "libcuda_stub.c")],
+        check=True,
+    )
+    return folder
+
+
+def run_python(root: Path, stub: Path, args: list[str], timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run Python with ``root`` (holding an ``sglang/``) first on the path and the stub loaded."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join([str(stub), env.get("LD_LIBRARY_PATH", "")]).rstrip(os.pathsep)
+    env["HF_HUB_OFFLINE"] = "1"
+    env["TRANSFORMERS_OFFLINE"] = "1"
+    return subprocess.run(
+        [sys.executable, *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=root
+    )
+
+
+def probe_json(result: subprocess.CompletedProcess) -> dict:
+    for line in result.stdout.splitlines():
+        if line.startswith("PROBE-JSON "):
+            return json.loads(line[len("PROBE-JSON "):])
+    raise AssertionError(f"no probe output; stderr:\n{result.stderr[-4000:]}")

@@ -1,0 +1,186 @@
+"""Runs inside the patched SGLang tree (first on sys.path) and prints what it finds as JSON.
+
+One process, because importing a worker module costs ~20 s of CPU. Usage:
+
+    python probe_patched.py PAIRS_JSON
+
+PAIRS_JSON lists the cases: {"name", "draft", "target", "algorithm"} with config folders.
+
+What is real here: the patched SGLang modules, ``ModelConfig`` built from real config.json
+files, the patched classmethods and flag parser, and the patched worker methods run on the
+CPU. What stands in: worker objects are created with ``__new__`` (their ``__init__`` loads
+models on a GPU) and given only the attributes sizing reads; a runner is a namespace holding
+the real ``ModelConfig``.
+"""
+
+import importlib
+import json
+import sys
+import traceback
+from types import SimpleNamespace
+
+MODULES = [
+    "sglang.srt.speculative.eagle_info",
+    "sglang.srt.speculative.eagle_worker",
+    "sglang.srt.speculative.eagle_worker_v2",
+    "sglang.srt.speculative.multi_layer_eagle_worker",
+    "sglang.srt.speculative.multi_layer_eagle_worker_v2",
+    "sglang.srt.speculative.standalone_worker",
+    "sglang.srt.speculative.standalone_worker_v2",
+    "sglang.srt.speculative.eagle_draft_cuda_graph_runner",
+    "sglang.srt.speculative.eagle_draft_extend_cuda_graph_runner",
+    "sglang.srt.speculative.multi_layer_eagle_draft_extend_cuda_graph_runner",
+]
+
+
+class StopBeforeForward(Exception):
+    pass
+
+
+def main() -> None:
+    cases = json.loads(open(sys.argv[1]).read())
+    out = {"imports": {}, "sglang_file": None, "sizes": [], "errors": []}
+    for name in MODULES:
+        try:
+            importlib.import_module(name)
+            out["imports"][name] = "ok"
+        except Exception as exc:  # reported, asserted by the test
+            out["imports"][name] = f"{type(exc).__name__}: {exc}"
+    import sglang
+
+    out["sglang_file"] = sglang.__file__
+
+    import torch
+
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+    from sglang.srt.speculative import eagle_info
+    from sglang.srt.speculative.eagle_info import (
+        EagleDraftExtendInput,
+        EagleDraftInput,
+        EagleVerifyInput,
+        parse_eagle_use_aux_hidden_state,
+    )
+    from sglang.srt.speculative.eagle_worker import EAGLEWorker
+    from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker
+    from sglang.srt.speculative.multi_layer_eagle_worker import MultiLayerEagleWorker
+    from sglang.srt.speculative.multi_layer_eagle_worker_v2 import (
+        MultiLayerEagleDraftWorker,
+    )
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    from sglang.srt.speculative.standalone_worker import StandaloneWorker
+    from sglang.srt.speculative.standalone_worker_v2 import StandaloneDraftWorker
+
+    def make_worker(cls, draft_config, target_config, algorithm):
+        worker = cls.__new__(cls)
+        runner = SimpleNamespace(model_config=draft_config)
+        worker.speculative_algorithm = SpeculativeAlgorithm.from_string(algorithm)
+        worker.target_worker = SimpleNamespace(model_config=target_config)
+        worker.device = "cpu"
+        worker.topk = 4
+        worker.speculative_num_steps = 3
+        if cls in (EagleDraftWorker, StandaloneDraftWorker):
+            worker.draft_runner = runner
+        elif cls is MultiLayerEagleDraftWorker:
+            # The patched __init__ sets draft_runner = draft_runner_list[0]; __init__ cannot
+            # run here, so the same assignment is made by hand.
+            worker.draft_runner_list = [runner, runner]
+            worker.draft_runner = worker.draft_runner_list[0]
+        else:  # v1 workers are the draft TpModelWorker: model_runner is a property
+            worker._model_runner = runner
+            worker.model_runner_list = [runner]
+        # What every patched worker __init__ does: the one parser.
+        worker.eagle_use_aux_hidden_state = parse_eagle_use_aux_hidden_state(
+            worker.speculative_algorithm, draft_config.hf_config
+        )
+        return worker
+
+    kinds = {
+        "EAGLE": [EAGLEWorker, MultiLayerEagleWorker, EagleDraftWorker, MultiLayerEagleDraftWorker],
+        "EAGLE3": [EAGLEWorker, MultiLayerEagleWorker, EagleDraftWorker, MultiLayerEagleDraftWorker],
+        "STANDALONE": [StandaloneWorker, StandaloneDraftWorker],
+    }
+    configs = {}
+    for case in cases:
+        try:
+            draft = configs.get(case["draft"]) or ModelConfig(case["draft"], is_draft_model=True)
+            target = configs.get(case["target"]) or ModelConfig(case["target"])
+            configs[case["draft"]], configs[case["target"]] = draft, target
+            for cls in kinds[case["algorithm"]]:
+                worker = make_worker(cls, draft, target, case["algorithm"])
+                out["sizes"].append(
+                    {
+                        "case": case["name"],
+                        "algorithm": case["algorithm"],
+                        "worker": cls.__name__,
+                        "aux": worker.eagle_use_aux_hidden_state,
+                        "decode_width": EagleDraftInput.hidden_size_for(worker),
+                        "decode_dtype": str(EagleDraftInput.dtype_for(worker)),
+                        "extend_width": EagleDraftExtendInput.hidden_size_for(worker),
+                        "extend_dtype": str(EagleDraftExtendInput.dtype_for(worker)),
+                    }
+                )
+        except Exception:
+            out["errors"].append(f"{case['name']}: {traceback.format_exc()}")
+
+    # Idle-input sites run through the patched SGLang methods on the CPU.
+    case = cases[0]
+    draft, target = configs[case["draft"]], configs[case["target"]]
+    worker = make_worker(EAGLEWorker, draft, target, case["algorithm"])
+    batch = SimpleNamespace(spec_info=None)
+    EAGLEWorker._draft_preprocess_idle(worker, batch)
+    out["decode_idle"] = {
+        "type": type(batch.spec_info).__name__,
+        "shape": list(batch.spec_info.hidden_states.shape),
+        "dtype": str(batch.spec_info.hidden_states.dtype),
+    }
+
+    # verify() on an all-idle batch: no worker in reach.
+    verify_input = EagleVerifyInput.__new__(EagleVerifyInput)
+    verify_input.topk = worker.topk
+    verify_input.spec_steps = worker.speculative_num_steps
+    idle_batch = SimpleNamespace(
+        forward_mode=ForwardMode.IDLE, device="cpu", model_config=target
+    )
+    verify_output = verify_input.verify(idle_batch, None, None, 1)
+    made = verify_output.draft_input
+    out["verify_idle"] = {
+        "type": type(made).__name__,
+        "shape": list(made.hidden_states.shape),
+    }
+
+    # The worker's draft-extend step rebuilds that idle input; stop it before the forward.
+    def stop(*args, **kwargs):
+        raise StopBeforeForward
+
+    for cls in (EAGLEWorker, MultiLayerEagleWorker):
+        worker = make_worker(cls, draft, target, case["algorithm"])
+        idle_batch = SimpleNamespace(
+            forward_mode=ForwardMode.IDLE,
+            spec_info=made,
+            seq_lens=torch.empty(0, dtype=torch.int64),
+            seq_lens_cpu=torch.empty(0, dtype=torch.int64),
+            req_pool_indices=torch.empty(0, dtype=torch.int64),
+            return_logprob=False,
+            get_model_worker_batch=stop,
+        )
+        try:
+            cls.forward_draft_extend_after_decode(worker, idle_batch)
+            result = {"reached_forward": False}
+        except StopBeforeForward:
+            result = {"reached_forward": True}
+        spec = idle_batch.spec_info
+        result.update(
+            type=type(spec).__name__,
+            shape=list(spec.hidden_states.shape),
+            dtype=str(spec.hidden_states.dtype),
+            expected_width=EagleDraftExtendInput.hidden_size_for(worker),
+        )
+        out["extend_rebuild_" + cls.__name__] = result
+
+    out["helpers"] = sorted(n for n in dir(eagle_info) if "eagle" in n.lower() and callable(getattr(eagle_info, n)))
+    print("PROBE-JSON " + json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
