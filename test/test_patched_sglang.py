@@ -22,7 +22,6 @@ CASES = [
     ("llama3.1-8b eagle3 (fp16 draft, bf16 target)", "llama3.1-8b-instruct__specforge-llama3-8b-eagle3", "EAGLE3"),
     ("llama3.1-8b eagle3 without aux", "llama3.1-8b-instruct__trtllm-2layer-noaux-fixture", "EAGLE3"),
     ("gemma-3-27b eagle3 (nested target width)", "gemma-3-27b-it__specforge-eagle3", "EAGLE3"),
-    ("kimi-k2 eagle3 (aux ids)", "kimi-k2-instruct__specforge-eagle3", "EAGLE3"),
     ("qwen3-30b-a3b eagle3 moe draft", "qwen3-30b-a3b__specforge-moe-draft-eagle3", "EAGLE3"),
     ("qwen3-4b eagle3", "qwen3-4b__specforge-eagle3", "EAGLE3"),
     ("llama-2-70b eagle", "llama-2-70b-chat__sglang-eagle1", "EAGLE"),

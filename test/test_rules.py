@@ -1,0 +1,277 @@
+"""Each rule on a small source of our own, before and after; the engine's contract with rules."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from sglang_eagle_sizing.engine import Finding, RewriteError, check_source, rewrite_source
+from sglang_eagle_sizing.rules import RULES
+from sglang_eagle_sizing.rules.annotations import TypeCheckingAnnotationRule
+from sglang_eagle_sizing.rules.aux_flag import AuxFlagRule
+from sglang_eagle_sizing.rules.draft_runner import DraftRunnerRule
+from sglang_eagle_sizing.rules.extend_idle import ExtendIdleRule
+from sglang_eagle_sizing.rules.graph_buffers import BufferRule
+from sglang_eagle_sizing.rules.idle_inputs import IdleInputRule
+from sglang_eagle_sizing.rules.imports import ImportRule
+
+
+def rewrite(file, source, *rules):
+    result = rewrite_source(file, textwrap.dedent(source), rules)
+    return result.new_text, result.findings
+
+
+def test_idle_input_decode_site():
+    before = """
+    class EAGLEWorker:
+        def _draft_preprocess_idle(self, batch):
+            batch.spec_info = EagleDraftInput.create_idle_input(
+                device=self.device,
+                hidden_size=self.model_config.spec_hidden_size,
+                dtype=self.model_config.dtype,
+                topk=self.topk,
+            )
+    """
+    after, findings = rewrite("speculative/eagle_worker.py", before, IdleInputRule)
+    assert "hidden_size=EagleDraftInput.hidden_size_for(self)," in after
+    assert "dtype=EagleDraftInput.dtype_for(self)," in after
+    assert "topk=self.topk," in after
+    assert [(f.line, f.label, f.status) for f in findings] == [(4, "decode", "unrouted")]
+    again, findings = rewrite("speculative/eagle_worker.py", after, IdleInputRule)
+    assert again == after and findings[0].status == Finding.ROUTED
+
+
+def test_idle_input_v2_site_uses_the_draft_worker():
+    before = """
+    class EAGLEWorkerV2:
+        def forward_batch_generation(self, batch):
+            if batch.spec_info is None:
+                batch.spec_info = EagleDraftInput.create_idle_input(
+                    device=self.device,
+                    hidden_size=self.target_worker.model_config.spec_hidden_size,
+                    dtype=self.target_worker.model_config.dtype,
+                )
+    """
+    after, _ = rewrite("speculative/eagle_worker_v2.py", before, IdleInputRule)
+    assert "hidden_size=EagleDraftInput.hidden_size_for(self.draft_worker)," in after
+    assert "target_worker" not in after
+
+
+def test_unknown_idle_input_is_reported_not_rewritten():
+    before = """
+    class SomethingNew:
+        def step(self):
+            return EagleDraftInput.create_idle_input(hidden_size=8, dtype=None)
+    """
+    after, findings = rewrite("speculative/eagle_worker.py", before, IdleInputRule)
+    assert after == textwrap.dedent(before)
+    assert [(f.scope, f.status) for f in findings] == [("SomethingNew.step", "unknown")]
+
+
+def test_detached_idle_inputs_become_extend_inputs_with_a_comment():
+    before = """
+    class EagleVerifyInput:
+        def verify(self, batch):
+            if batch.forward_mode.is_idle():
+                return Output(
+                    draft_input=EagleDraftInput.create_idle_input(
+                        hidden_size=batch.model_config.spec_hidden_size,
+                        dtype=batch.model_config.dtype,
+                    )
+                )
+            draft_input = EagleDraftInput.create_idle_input(
+                hidden_size=batch.model_config.spec_hidden_size,
+                dtype=batch.model_config.dtype,
+            )
+    """
+    after, findings = rewrite("speculative/eagle_info.py", before, IdleInputRule)
+    assert after.count("EagleDraftExtendInput.create_idle_input(") == 2
+    assert after.count("# No worker in reach") == 2
+    assert [f.label for f in findings] == ["extend", "extend"]
+    assert rewrite("speculative/eagle_info.py", after, IdleInputRule)[0] == after
+
+
+def test_extend_idle_input_moves_out_of_the_if_and_covers_verify_made_inputs():
+    before = """
+    class EAGLEWorker:
+        def forward_draft_extend_after_decode(self, batch):
+            input_is_idle = batch.forward_mode.is_idle()
+            if not input_is_idle and batch.spec_info.verified_id.numel() == 0:
+                batch = batch.copy()
+                batch.prepare_for_idle()
+                hidden_size = (
+                    self.model_config.hidden_size * 3
+                    if self.speculative_algorithm.is_eagle3()
+                    else self.model_config.spec_hidden_size
+                )
+                batch.spec_info = EagleDraftInput.create_idle_input(
+                    device=self.device,
+                    hidden_size=hidden_size,
+                    dtype=self.model_config.dtype,
+                )
+            batch.spec_info.num_tokens_per_req = 4
+    """
+    after, findings = rewrite("speculative/eagle_worker.py", before, ExtendIdleRule)
+    expected = """
+    class EAGLEWorker:
+        def forward_draft_extend_after_decode(self, batch):
+            input_is_idle = batch.forward_mode.is_idle()
+            if not input_is_idle and batch.spec_info.verified_id.numel() == 0:
+                batch = batch.copy()
+                batch.prepare_for_idle()
+            if batch.forward_mode.is_idle():
+                # Also replaces an idle input made by EagleVerifyInput.verify, which has no
+                # worker in reach: the draft-extend input takes this worker's sizes.
+                batch.spec_info = EagleDraftExtendInput.create_idle_input(
+                    device=self.device,
+                    hidden_size=EagleDraftExtendInput.hidden_size_for(self),
+                    dtype=EagleDraftExtendInput.dtype_for(self),
+                )
+            batch.spec_info.num_tokens_per_req = 4
+    """
+    assert after == textwrap.dedent(expected)
+    assert [(f.line, f.status) for f in findings] == [(13, "unrouted")]
+    again, findings = rewrite("speculative/eagle_worker.py", after, ExtendIdleRule)
+    assert again == after and findings[0].status == Finding.ROUTED
+
+
+def test_buffer_branches_collapse_into_one_routed_buffer():
+    before = """
+    class EAGLEDraftExtendCudaGraphRunner:
+        def __init__(self, eagle_worker):
+            if self.eagle_worker.eagle_use_aux_hidden_state:
+                hidden_states = torch.zeros(
+                    (self.max_num_token, self.model_runner.model_config.hidden_size * 3),
+                    dtype=self.model_runner.dtype,
+                )
+            else:
+                hidden_states = torch.zeros(
+                    (self.max_num_token, self.model_runner.model_config.spec_hidden_size),
+                    dtype=self.model_runner.dtype,
+                )
+    """
+    after, findings = rewrite("speculative/eagle_draft_extend_cuda_graph_runner.py", before, BufferRule)
+    expected = """
+    class EAGLEDraftExtendCudaGraphRunner:
+        def __init__(self, eagle_worker):
+            hidden_states = torch.zeros(
+                (
+                    self.max_num_token,
+                    EagleDraftExtendInput.hidden_size_for(self.eagle_worker),
+                ),
+                dtype=EagleDraftExtendInput.dtype_for(self.eagle_worker),
+            )
+    """
+    assert after == textwrap.dedent(expected)
+    assert [f.status for f in findings] == ["unrouted", "unrouted"]
+
+
+def test_buffer_sized_by_a_parameter_is_not_a_site():
+    before = """
+    def make(hidden_size):
+        return torch.empty((0, hidden_size))
+    """
+    assert rewrite("speculative/eagle_info.py", before, BufferRule)[1] == []
+
+
+def test_aux_flag_inline_parse_is_replaced_by_the_parser():
+    before = """
+    class EagleDraftWorker:
+        def __init__(self):
+            self.draft_runner = self.draft_worker.model_runner
+            self.eagle_use_aux_hidden_state = False
+            if self.speculative_algorithm.is_eagle3():
+                eagle_config = getattr(
+                    self.draft_runner.model_config.hf_config, "eagle_config", {}
+                )
+                self.eagle_use_aux_hidden_state = eagle_config.get(
+                    "use_aux_hidden_state", True
+                )
+            self.init_cuda_graphs()
+    """
+    after, findings = rewrite("speculative/eagle_worker_v2.py", before, AuxFlagRule)
+    expected = """
+    class EagleDraftWorker:
+        def __init__(self):
+            self.draft_runner = self.draft_worker.model_runner
+            self.eagle_use_aux_hidden_state = parse_eagle_use_aux_hidden_state(
+                self.speculative_algorithm, self.draft_runner.model_config.hf_config
+            )
+            self.init_cuda_graphs()
+    """
+    assert after == textwrap.dedent(expected)
+    assert [(f.label, f.status) for f in findings] == [("aux-flag", "unrouted")]
+
+
+def test_aux_flag_and_draft_runner_are_added_to_the_multi_layer_draft_worker():
+    before = """
+    class MultiLayerEagleDraftWorker:
+        def __init__(self):
+            self.draft_runner_list: List[ModelRunner] = self.draft_worker.model_runner_list
+            self.init_cuda_graphs()
+    """
+    after, _ = rewrite("speculative/multi_layer_eagle_worker_v2.py", before, DraftRunnerRule, AuxFlagRule)
+    lines = textwrap.dedent(after).splitlines()
+    assert lines[3].strip().startswith("self.draft_runner_list")
+    assert lines[5].strip() == "self.draft_runner = self.draft_runner_list[0]"
+    assert lines[6].strip() == "self.eagle_use_aux_hidden_state = parse_eagle_use_aux_hidden_state("
+
+
+def test_type_checking_only_annotation_is_quoted():
+    before = """
+    from typing import TYPE_CHECKING
+
+    if TYPE_CHECKING:
+        from x import ModelRunner
+
+
+    class W:
+        def runner(self, i: int) -> ModelRunner:
+            local: ModelRunner = None
+            return local
+    """
+    after, findings = rewrite("speculative/multi_layer_eagle_worker.py", before, TypeCheckingAnnotationRule)
+    assert 'def runner(self, i: int) -> "ModelRunner":' in after
+    assert "local: ModelRunner = None" in after  # not evaluated: left alone
+    assert [f.label for f in findings] == ["annotation"]
+
+
+def test_imports_are_added_in_isort_order_keeping_the_exploded_form():
+    before = """
+    from sglang.srt.speculative.eagle_info import (
+        EagleDraftInput,
+        EagleVerifyInput,
+    )
+
+    x = EagleDraftExtendInput, parse_eagle_use_aux_hidden_state
+    """
+    after, _ = rewrite("speculative/eagle_worker.py", before, ImportRule)
+    assert after.startswith(
+        "\nfrom sglang.srt.speculative.eagle_info import (\n"
+        "    EagleDraftExtendInput,\n    EagleDraftInput,\n    EagleVerifyInput,\n"
+        "    parse_eagle_use_aux_hidden_state,\n)\n"
+    )
+
+
+def test_a_site_in_a_shape_the_rule_does_not_know_is_an_error():
+    before = """
+    class EagleDraftWorker:
+        def __init__(self):
+            self.eagle_use_aux_hidden_state = compute_it_somehow()
+    """
+    with pytest.raises(RewriteError, match="eagle_worker_v2.py:4: .*form the rule does not know"):
+        rewrite("speculative/eagle_worker_v2.py", before, AuxFlagRule)
+
+
+def test_check_source_rewrites_nothing_and_reports_original_lines():
+    source = textwrap.dedent("""
+    class EAGLEWorker:
+        def _draft_preprocess_idle(self, batch):
+            batch.spec_info = EagleDraftInput.create_idle_input(
+                hidden_size=self.model_config.spec_hidden_size,
+                dtype=self.model_config.dtype,
+            )
+    """)
+    findings = check_source("speculative/eagle_worker.py", source, RULES)
+    assert [(f.line, f.label) for f in findings] == [(4, "decode")]
