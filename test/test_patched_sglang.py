@@ -91,7 +91,11 @@ def test_probe_ran_the_patched_tree(probe, patched_root):
 
 
 def test_every_worker_and_graph_runner_module_imports(probe):
-    assert probe["imports"], "nothing imported"
+    for module in ("eagle_worker", "multi_layer_eagle_worker", "eagle_worker_v2",
+                   "multi_layer_eagle_worker_v2", "eagle_draft_cuda_graph_runner",
+                   "eagle_draft_extend_cuda_graph_runner",
+                   "multi_layer_eagle_draft_extend_cuda_graph_runner"):
+        assert "sglang.srt.speculative." + module in probe["imports"]
     failures = {name: error for name, error in probe["imports"].items() if error != "ok"}
     assert failures == {}
 
@@ -132,3 +136,12 @@ def test_verify_idle_input_is_an_extend_input_and_the_worker_resizes_it(probe):
         # llama3.1-8b EAGLE-3 with aux: 3 x 4096 from the target, in the draft's fp16
         assert rebuilt["shape"] == [0, 3 * 4096] == [0, rebuilt["expected_width"]]
         assert rebuilt["dtype"] == "torch.float16"
+
+
+def test_pristine_multi_layer_worker_does_not_import_but_patched_does(pristine_root, libcuda_stub, probe):
+    """0.5.11's known defect on Python 3.11+: ``-> ModelRunner`` names a TYPE_CHECKING import."""
+    module = "sglang.srt.speculative.multi_layer_eagle_worker"
+    result = run_python(pristine_root, libcuda_stub, ["-c", f"import {module}"])
+    assert result.returncode != 0
+    assert "NameError" in result.stderr and "ModelRunner" in result.stderr
+    assert probe["imports"][module] == "ok"

@@ -15,22 +15,27 @@ the real ``ModelConfig``.
 
 import importlib
 import json
+import os
+import re
 import sys
 import traceback
 from types import SimpleNamespace
 
-MODULES = [
-    "sglang.srt.speculative.eagle_info",
-    "sglang.srt.speculative.eagle_worker",
-    "sglang.srt.speculative.eagle_worker_v2",
-    "sglang.srt.speculative.multi_layer_eagle_worker",
-    "sglang.srt.speculative.multi_layer_eagle_worker_v2",
-    "sglang.srt.speculative.standalone_worker",
-    "sglang.srt.speculative.standalone_worker_v2",
-    "sglang.srt.speculative.eagle_draft_cuda_graph_runner",
-    "sglang.srt.speculative.eagle_draft_extend_cuda_graph_runner",
-    "sglang.srt.speculative.multi_layer_eagle_draft_extend_cuda_graph_runner",
-]
+WORKER_OR_RUNNER = re.compile(r"^class \w*(Worker|GraphRunner)\w*\b", re.MULTILINE)
+
+
+def worker_and_runner_modules():
+    """Every module under srt/speculative/ that defines a worker or a graph runner class."""
+    import sglang
+
+    folder = os.path.join(os.path.dirname(sglang.__file__), "srt", "speculative")
+    names = []
+    for file in sorted(os.listdir(folder)):
+        if file.endswith(".py"):
+            with open(os.path.join(folder, file), encoding="utf-8") as handle:
+                if WORKER_OR_RUNNER.search(handle.read()):
+                    names.append("sglang.srt.speculative." + file[:-3])
+    return names
 
 
 class StopBeforeForward(Exception):
@@ -40,7 +45,7 @@ class StopBeforeForward(Exception):
 def main() -> None:
     cases = json.loads(open(sys.argv[1]).read())
     out = {"imports": {}, "sglang_file": None, "sizes": [], "errors": []}
-    for name in MODULES:
+    for name in worker_and_runner_modules():
         try:
             importlib.import_module(name)
             out["imports"][name] = "ok"
