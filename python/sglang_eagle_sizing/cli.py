@@ -7,6 +7,8 @@ Exit codes, like black's and ruff's: 0 all good; 1 ``check`` found work to do; 2
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import sys
 
 from . import __version__, transaction
@@ -15,6 +17,14 @@ from .patch import TreeReport, check_tree, rewrite_tree
 from .tree import SglangTree, TreeError
 
 OK, WORK_TO_DO, ERROR = 0, 1, 2
+
+#: Commands that live in their own module. Each module defines ``HELP`` (one line),
+#: ``add_arguments(parser)`` and ``run(args) -> int`` (an exit code as above).
+MODULE_COMMANDS = {
+    "report": "sglang_eagle_sizing.report",
+    "build-wheel": "sglang_eagle_sizing.wheel",
+    "pr": "sglang_eagle_sizing.pr",
+}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,6 +60,13 @@ def _parser() -> argparse.ArgumentParser:
                 action="store_true",
                 help="restore the saved originals even over files edited since apply",
             )
+    for name, module_name in MODULE_COMMANDS.items():
+        if importlib.util.find_spec(module_name) is None:
+            continue
+        module = importlib.import_module(module_name)
+        command = commands.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(command)
+        command.set_defaults(run=module.run)
     return parser
 
 
@@ -60,12 +77,14 @@ def _print_problems(report: TreeReport, out) -> None:
         print(f"{site.file}  {site.scope}  {site.phase.value}  not found", file=out)
 
 
-def _srt(report: TreeReport, text: str) -> str:
-    return text
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if hasattr(args, "run"):
+        try:
+            return args.run(args)
+        except (TreeError, RewriteError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return ERROR
     try:
         tree = SglangTree.locate(args.path)
         if args.command == "check":
