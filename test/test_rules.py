@@ -195,6 +195,11 @@ def test_aux_flag_inline_parse_is_replaced_by_the_parser():
     class EagleDraftWorker:
         def __init__(self):
             self.draft_runner = self.draft_worker.model_runner
+            validate_eagle_draft_config(
+                self.speculative_algorithm,
+                self.draft_runner.model_config,
+                self.target_worker.model_config,
+            )
             self.eagle_use_aux_hidden_state = parse_eagle_use_aux_hidden_state(
                 self.speculative_algorithm, self.draft_runner.model_config.hf_config
             )
@@ -215,7 +220,8 @@ def test_aux_flag_and_draft_runner_are_added_to_the_multi_layer_draft_worker():
     lines = textwrap.dedent(after).splitlines()
     assert lines[3].strip().startswith("self.draft_runner_list")
     assert lines[5].strip() == "self.draft_runner = self.draft_runner_list[0]"
-    assert lines[6].strip() == "self.eagle_use_aux_hidden_state = parse_eagle_use_aux_hidden_state("
+    assert lines[6].strip() == "validate_eagle_draft_config("
+    assert lines[11].strip() == "self.eagle_use_aux_hidden_state = parse_eagle_use_aux_hidden_state("
 
 
 def test_type_checking_only_annotation_is_quoted():

@@ -16,12 +16,15 @@ def get_draft_runner(worker):
     """Return the draft model runner of an EAGLE worker.
 
     ``worker`` is a v1 worker (itself the draft ``TpModelWorker``: ``model_runner``),
-    a v2 draft worker (``draft_runner``), or a CUDA-graph runner's ``eagle_worker``.
+    a v2 draft worker (``draft_runner``), a v2 worker (its ``draft_worker``'s), or a
+    CUDA-graph runner's ``eagle_worker``.
     """
     draft_runner = getattr(worker, "draft_runner", None)
-    if draft_runner is None:
-        draft_runner = worker.model_runner
-    return draft_runner
+    if draft_runner is not None:
+        return draft_runner
+    if hasattr(worker, "model_runner"):
+        return worker.model_runner
+    return get_draft_runner(worker.draft_worker)
 
 
 def _spec_hidden_size(model_config) -> int:
@@ -85,6 +88,104 @@ def get_eagle_num_aux_hidden_states(draft_hf_config) -> int:
             eagle_config, "eagle_aux_hidden_state_layer_ids", None
         )
     return len(layer_ids) if layer_ids else 3
+
+
+def _config_path(model_config) -> str:
+    path = getattr(model_config, "model_path", None)
+    return path or getattr(model_config.hf_config, "name_or_path", "") or "<unknown>"
+
+
+def validate_eagle_draft_config(
+    speculative_algorithm: SpeculativeAlgorithm, draft_model_config, target_model_config
+) -> None:
+    """Check at start-up that an EAGLE-3 drafter consumes what the target produces.
+
+    With aux hidden states the target concatenates the hidden states of
+    ``get_eagle_num_aux_hidden_states`` of its layers; a drafter that declares another
+    ``target_hidden_size`` or number of aux hidden states, or whose ``fc`` takes
+    another width, would fail with a shape error in the middle of serving instead.
+    """
+    if not speculative_algorithm.is_eagle3():
+        return
+    draft_hf_config = draft_model_config.hf_config
+
+    def error(key: str, value, problem: str) -> ValueError:
+        return ValueError(
+            f"Invalid {key}={value!r} in the draft model config "
+            f"{_config_path(draft_model_config)} for the target model config "
+            f"{_config_path(target_model_config)}: {problem}"
+        )
+
+    try:
+        use_aux_hidden_state = parse_eagle_use_aux_hidden_state(
+            speculative_algorithm, draft_hf_config
+        )
+    except ValueError as exc:
+        raise ValueError(
+            f"{exc} Target model config: {_config_path(target_model_config)}."
+        ) from None
+    if not use_aux_hidden_state:
+        return
+    layer_ids = _get_eagle_config_value(
+        _get_eagle_config(draft_hf_config) or {},
+        "eagle_aux_hidden_state_layer_ids",
+        None,
+    )
+    if layer_ids is not None and (
+        not isinstance(layer_ids, (list, tuple))
+        or not layer_ids
+        or not all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in layer_ids
+        )
+    ):
+        raise error(
+            "eagle_config.eagle_aux_hidden_state_layer_ids",
+            layer_ids,
+            "expected a non-empty list of target layer indices.",
+        )
+    num_aux = get_eagle_num_aux_hidden_states(draft_hf_config)
+    target_hidden_size = target_model_config.hidden_size
+    declared_target_hidden_size = getattr(draft_hf_config, "target_hidden_size", None)
+    if (
+        declared_target_hidden_size is not None
+        and declared_target_hidden_size != target_hidden_size
+    ):
+        raise error(
+            "target_hidden_size",
+            declared_target_hidden_size,
+            f"the target's hidden_size is {target_hidden_size}.",
+        )
+    declared_num_aux = getattr(draft_hf_config, "num_aux_hidden_states", None)
+    if declared_num_aux is not None and declared_num_aux != num_aux:
+        raise error(
+            "num_aux_hidden_states",
+            declared_num_aux,
+            f"the target captures {num_aux} aux hidden states.",
+        )
+    top_level_layer_ids = getattr(
+        draft_hf_config, "eagle_aux_hidden_state_layer_ids", None
+    )
+    if top_level_layer_ids is not None and (
+        not isinstance(top_level_layer_ids, (list, tuple))
+        or len(top_level_layer_ids) != num_aux
+    ):
+        raise error(
+            "eagle_aux_hidden_state_layer_ids",
+            top_level_layer_ids,
+            f"the target captures {num_aux} aux hidden states "
+            "(eagle_config.eagle_aux_hidden_state_layer_ids, else 3).",
+        )
+    if "LlamaForCausalLMEagle3" in (draft_hf_config.architectures or []):
+        # llama_eagle3.py builds fc with 3 * (target_hidden_size or hidden_size) inputs.
+        fc_width = 3 * (declared_target_hidden_size or draft_model_config.hidden_size)
+        if fc_width != num_aux * target_hidden_size:
+            raise error(
+                "eagle_config.eagle_aux_hidden_state_layer_ids",
+                layer_ids,
+                f"the target produces {num_aux} x {target_hidden_size} = "
+                f"{num_aux * target_hidden_size} features but the draft model's fc "
+                f"takes {fc_width}.",
+            )
 '''
 
 DECODE_CLASSMETHODS = '''

@@ -39,6 +39,9 @@ class Kind(enum.Enum):
     DETACHED_IDLE_INPUT = "idle input (no worker)"
     #: ``torch.zeros((rows, <hidden width>), dtype=...)``
     BUFFER = "buffer"
+    #: ``MetadataBuffers(hidden_size=(<width> if <spec> else 16), hidden_states_dtype=...)``:
+    #: the draft state sent from prefill to decode in PD disaggregation
+    METADATA_BUFFER = "PD metadata buffer"
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,16 @@ SITES: tuple[Site, ...] = (
         Kind.BUFFER,
         worker="self.eagle_worker",
     ),
+    # PD disaggregation: the draft state carried from the prefill to the decode server.
+    Site(
+        "managers/scheduler.py",
+        "Scheduler.init_disaggregation",
+        Phase.DECODE,
+        Kind.METADATA_BUFFER,
+        worker="self.draft_worker",
+        count=2,
+        note="decode and prefill servers; a v2 draft_worker resolves to its draft runner",
+    ),
     Site(
         SPEC + "multi_layer_eagle_worker_v2.py",
         "MultiLayerEagleDraftWorker.__init__",
@@ -148,20 +161,24 @@ SITES: tuple[Site, ...] = (
     ),
 )
 
-#: Every EAGLE worker that must end up with ``eagle_use_aux_hidden_state``, read by the one
-#: parser, and the expression of its drafter's ``hf_config`` at the place it is set.
+#: Every EAGLE worker that must validate its drafter against the target at start-up and end
+#: up with ``eagle_use_aux_hidden_state`` from the one parser, and the expression of the
+#: drafter's ``ModelConfig`` at the place this happens.
 AUX_FLAG_WORKERS: dict[tuple[str, str], str] = {
-    (SPEC + "eagle_worker.py", "EAGLEWorker"): "self.draft_model_runner.model_config.hf_config",
-    (SPEC + "eagle_worker_v2.py", "EagleDraftWorker"): "self.draft_runner.model_config.hf_config",
+    (SPEC + "eagle_worker.py", "EAGLEWorker"): "self.draft_model_runner.model_config",
+    (SPEC + "eagle_worker_v2.py", "EagleDraftWorker"): "self.draft_runner.model_config",
     (
         SPEC + "multi_layer_eagle_worker.py",
         "MultiLayerEagleWorker",
-    ): "self.model_runner.model_config.hf_config",
+    ): "self.model_runner.model_config",
     (
         SPEC + "multi_layer_eagle_worker_v2.py",
         "MultiLayerEagleDraftWorker",
-    ): "self.draft_runner.model_config.hf_config",
+    ): "self.draft_runner.model_config",
 }
+
+#: Every worker above holds its target worker here.
+TARGET_MODEL_CONFIG = "self.target_worker.model_config"
 
 #: Where the contract itself lives.
 CONTRACT_FILE = SPEC + "eagle_info.py"

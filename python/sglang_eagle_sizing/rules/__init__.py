@@ -6,6 +6,7 @@ The import rule runs last: it imports what the others introduced.
 from .annotations import TypeCheckingAnnotationRule
 from .aux_flag import AuxFlagRule
 from .contract import ContractRule
+from .disaggregation import MetadataBufferRule
 from .draft_runner import DraftRunnerRule
 from .extend_idle import ExtendIdleRule
 from .graph_buffers import BufferRule
@@ -19,6 +20,7 @@ RULES = (
     IdleInputRule,
     ExtendIdleRule,
     BufferRule,
+    MetadataBufferRule,
     TypeCheckingAnnotationRule,
     ImportRule,
 )

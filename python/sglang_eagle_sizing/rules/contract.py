@@ -10,14 +10,7 @@ from ..engine import Finding, Rule
 from ..sites import CONTRACT_FILE, DecodePhase, ExtendPhase
 from ..syntax import statements
 
-HELPER_NAMES = (
-    "get_draft_runner",
-    "_spec_hidden_size",
-    "_get_eagle_config",
-    "_get_eagle_config_value",
-    "parse_eagle_use_aux_hidden_state",
-    "get_eagle_num_aux_hidden_states",
-)
+HELPER_NAMES = tuple(node.name.value for node in statements(inserted.HELPERS))
 CLASSMETHOD_NAMES = ("hidden_size_for", "dtype_for")
 
 

@@ -13,8 +13,10 @@ from ..engine import Finding, Rule
 from ..syntax import code_of, dotted, statement
 
 PROVIDERS = {
+    "EagleDraftInput": "sglang.srt.speculative.eagle_info",
     "EagleDraftExtendInput": "sglang.srt.speculative.eagle_info",
     "parse_eagle_use_aux_hidden_state": "sglang.srt.speculative.eagle_info",
+    "validate_eagle_draft_config": "sglang.srt.speculative.eagle_info",
     "SpeculativeAlgorithm": "sglang.srt.speculative.spec_info",
 }
 
@@ -82,5 +84,27 @@ class ImportRule(Rule):
                 body[index] = statement(source).with_changes(leading_lines=stmt.leading_lines)
                 break
             else:
-                raise self.fail(original_node, f"no 'from {module} import ...' to add {name} to")
+                body.insert(
+                    self._sorted_position(body, module),
+                    statement(f"from {module} import {name}\n"),
+                )
+                self.report(original_node, "import", Finding.UNROUTED, "<module>")
         return updated_node.with_changes(body=body)
+
+    def _sorted_position(self, body: list, module: str) -> int:
+        """Where isort puts a new ``from <module> import``: after the last top-level
+        ``from`` import of the same top-level package that sorts before it."""
+        package = module.split(".")[0]
+        position = None
+        for index, stmt in enumerate(body):
+            if isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.ImportFrom):
+                other = dotted(stmt.body[0].module) if stmt.body[0].module is not None else ""
+                if other and other.split(".")[0] == package and other < module:
+                    position = index + 1
+        if position is None:
+            raise self.fail(self._module, f"no '{package}' import to place 'from {module} import' after")
+        return position
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        self._module = node
+        return True
