@@ -101,10 +101,11 @@ class ImportRule(Rule):
                 other = dotted(stmt.body[0].module) if stmt.body[0].module is not None else ""
                 if other and other.split(".")[0] == package and other < module:
                     position = index + 1
-        if position is None:
-            raise self.fail(self._module, f"no '{package}' import to place 'from {module} import' after")
+        if position is None:  # no import of that package yet: after the last import
+            position = 0
+            for index, stmt in enumerate(body):
+                if isinstance(stmt, cst.SimpleStatementLine) and isinstance(
+                    stmt.body[0], (cst.Import, cst.ImportFrom)
+                ):
+                    position = index + 1
         return position
-
-    def visit_Module(self, node: cst.Module) -> bool:
-        self._module = node
-        return True
