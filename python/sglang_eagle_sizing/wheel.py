@@ -1,0 +1,305 @@
+"""``sglang-eagle-sizing build-wheel``: the sglang 0.5.11 release wheel with the patch applied.
+
+The upstream wheel (``pip download --no-deps sglang==0.5.11`` into a cache, or ``--wheel``) is
+unpacked into a temporary folder only so that the rewrite can read it; the new wheel is written
+from the upstream archive's entries, with the patched files' ``FileResult.new_text`` in place of
+theirs, the ``.dist-info`` folder renamed for the local version, ``METADATA`` saying it is the
+fork, and a new ``RECORD``. No backup folder or lock file is ever created: the temporary tree is
+never written to.
+
+Reproducible: entries sorted (``.dist-info`` last, ``RECORD`` the very last), every date
+1980-01-01 00:00:00, mode 0644 (0755 where upstream had an executable bit), deflate level 6.
+The same input wheel gives the same bytes with the same zlib.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import csv
+import hashlib
+import io
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .patch import rewrite_tree
+from .tree import KNOWN_VERSION, SglangTree
+
+HELP = "build dist/sglang-0.5.11+eaglesizing1-<tags>.whl: the release wheel with the patch applied"
+
+OK, ERROR = 0, 2
+PROJECT = "sglang"
+LOCAL_LABEL = "eaglesizing1"
+FORK_VERSION = f"{KNOWN_VERSION}+{LOCAL_LABEL}"
+FORK_SUMMARY = (
+    f"SGLang {KNOWN_VERSION} patched by sglang-eagle-sizing: every EAGLE hidden-state width "
+    "and dtype comes from EagleDraftInput/EagleDraftExtendInput.hidden_size_for and dtype_for."
+)
+#: Every entry's date: the earliest a zip file can hold.
+ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+COMPRESS_LEVEL = 6
+CACHE_ENV = "SGLANG_EAGLE_SIZING_CACHE"
+
+
+class WheelError(Exception):
+    """The input wheel or the output folder is not usable; nothing was written."""
+
+
+@dataclass(frozen=True)
+class WheelName:
+    """The parts of a wheel file name: ``{name}-{version}-{tags}.whl``."""
+
+    name: str
+    version: str
+    tags: str
+
+    @classmethod
+    def parse(cls, path: Path) -> "WheelName":
+        stem = path.name.removesuffix(".whl")
+        parts = stem.split("-")
+        if not path.name.endswith(".whl") or len(parts) not in (5, 6):
+            raise WheelError(f"{path}: not a wheel file name (name-version-tags.whl)")
+        return cls(parts[0], parts[1], "-".join(parts[2:]))
+
+    @property
+    def dist_info(self) -> str:
+        return f"{self.name}-{self.version}.dist-info/"
+
+    @property
+    def data(self) -> str:
+        return f"{self.name}-{self.version}.data/"
+
+    def filename(self) -> str:
+        return f"{self.name}-{self.version}-{self.tags}.whl"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--output",
+        metavar="DIR",
+        default="dist",
+        help="folder the fork wheel is written to (default: dist)",
+    )
+    parser.add_argument(
+        "--wheel",
+        metavar="PATH",
+        help=f"the upstream sglang {KNOWN_VERSION} wheel to patch (default: downloaded with "
+        f"pip into ${CACHE_ENV}/wheels or ~/.cache/sglang-eagle-sizing/wheels)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        upstream = Path(args.wheel) if args.wheel else cached_release_wheel()
+        built = build_wheel(upstream, Path(args.output))
+    except WheelError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return ERROR
+    print(built)
+    return OK
+
+
+# -- the upstream wheel ------------------------------------------------------------------
+
+
+def cache_folder() -> Path:
+    root = os.environ.get(CACHE_ENV)
+    base = Path(root) if root else Path.home() / ".cache" / "sglang-eagle-sizing"
+    return base / "wheels"
+
+
+def cached_release_wheel() -> Path:
+    """The ``sglang==0.5.11`` wheel, downloaded with pip the first time."""
+    folder = cache_folder()
+    pattern = f"{PROJECT}-{KNOWN_VERSION}-*.whl"
+    found = sorted(folder.glob(pattern))
+    if not found:
+        folder.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
+        command += [f"{PROJECT}=={KNOWN_VERSION}", "-d", str(folder)]
+        result = subprocess.run(command, capture_output=True, text=True)
+        found = sorted(folder.glob(pattern))
+        if result.returncode != 0 or not found:
+            last = (result.stderr.strip().splitlines() or ["no wheel"])[-1]
+            raise WheelError(
+                f"{folder}: pip download {PROJECT}=={KNOWN_VERSION} failed ({last})"
+            )
+    return found[0]
+
+
+def _read_upstream(path: Path) -> tuple[WheelName, dict[str, tuple[bytes, int]]]:
+    """The wheel's name and its files: ``{entry name: (bytes, mode)}``; folders dropped."""
+    name = WheelName.parse(path)
+    if name.name != PROJECT or name.version != KNOWN_VERSION:
+        raise WheelError(
+            f"{path}: {name.name} {name.version}; expected {PROJECT} {KNOWN_VERSION}"
+        )
+    try:
+        with zipfile.ZipFile(path) as archive:
+            files = {
+                info.filename: (archive.read(info), (info.external_attr >> 16) & 0o7777)
+                for info in archive.infolist()
+                if not info.is_dir()
+            }
+    except FileNotFoundError:
+        raise WheelError(f"{path}: no such file") from None
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise WheelError(f"{path}: not a readable wheel ({exc})") from None
+    if name.dist_info + "METADATA" not in files:
+        raise WheelError(f"{path}: no {name.dist_info}METADATA in the wheel")
+    return name, files
+
+
+# -- the patch ---------------------------------------------------------------------------
+
+
+def patched_files(files: dict[str, tuple[bytes, int]]) -> dict[str, bytes]:
+    """``{entry name: new bytes}`` of the files the rewrite changes, run on an unpacked copy."""
+    prefix = f"{PROJECT}/"
+    with tempfile.TemporaryDirectory(prefix="sglang-eagle-sizing-wheel-") as tmp:
+        root = Path(tmp)
+        for entry, (data, _) in files.items():
+            if entry.startswith(prefix):
+                target = root / entry
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+        tree = SglangTree.locate(root / PROJECT)
+        report = rewrite_tree(tree)
+        if report.unknown or report.missing:
+            first = (
+                report.unknown[0].format() if report.unknown else report.missing[0].key
+            )
+            raise WheelError(f"sizing sites the rules cannot handle, first: {first}")
+        if not report.changed:
+            raise WheelError("the upstream wheel is already patched: nothing to change")
+        return {
+            f"{prefix}srt/{r.file}": r.new_text.encode("utf-8") for r in report.changed
+        }
+
+
+def fork_metadata(metadata: bytes) -> bytes:
+    """``METADATA`` with the local version and a summary saying it is the patched fork; every
+    other line (``Requires-Dist`` included) kept byte for byte."""
+    lines = metadata.decode("utf-8").split("\n")
+    seen = {"Version": False, "Summary": False}
+    for index, line in enumerate(lines):
+        if line == "":
+            break  # the end of the headers; the description follows
+        key = line.split(":", 1)[0]
+        if key in seen and not seen[key]:
+            value = FORK_VERSION if key == "Version" else FORK_SUMMARY
+            lines[index] = f"{key}: {value}"
+            seen[key] = True
+    if not seen["Version"]:
+        raise WheelError("METADATA: no Version header")
+    if not seen["Summary"]:
+        lines.insert(2, f"Summary: {FORK_SUMMARY}")
+    return "\n".join(lines).encode("utf-8")
+
+
+# -- the new wheel -----------------------------------------------------------------------
+
+
+def record_hash(data: bytes) -> str:
+    digest = hashlib.sha256(data).digest()
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def record(files: dict[str, bytes], record_name: str) -> bytes:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    for entry in files:
+        writer.writerow([entry, record_hash(files[entry]), len(files[entry])])
+    writer.writerow([record_name, "", ""])
+    return out.getvalue().encode("utf-8")
+
+
+def _renamed(entry: str, old: WheelName, new: WheelName) -> str:
+    for old_prefix, new_prefix in (
+        (old.dist_info, new.dist_info),
+        (old.data, new.data),
+    ):
+        if entry.startswith(old_prefix):
+            return new_prefix + entry[len(old_prefix) :]
+    return entry
+
+
+def _order(entry: str, new: WheelName) -> tuple[int, str]:
+    """Package files first, then ``.dist-info``, with ``RECORD`` last."""
+    if entry == new.dist_info + "RECORD":
+        return (2, entry)
+    return (1 if entry.startswith(new.dist_info) else 0, entry)
+
+
+def fork_files(
+    upstream: WheelName, files: dict[str, tuple[bytes, int]], patched: dict[str, bytes]
+) -> tuple[WheelName, dict[str, tuple[bytes, int]]]:
+    """The fork wheel's name and entries in write order, ``RECORD`` included."""
+    fork = WheelName(upstream.name, FORK_VERSION, upstream.tags)
+    old_record = upstream.dist_info + "RECORD"
+    entries: dict[str, tuple[bytes, int]] = {}
+    for entry, (data, mode) in files.items():
+        if entry == old_record:
+            continue
+        data = patched.get(entry, data)
+        if entry == upstream.dist_info + "METADATA":
+            data = fork_metadata(data)
+        entries[_renamed(entry, upstream, fork)] = (
+            data,
+            0o755 if mode & 0o111 else 0o644,
+        )
+    ordered = dict(sorted(entries.items(), key=lambda item: _order(item[0], fork)))
+    new_record = fork.dist_info + "RECORD"
+    ordered[new_record] = (
+        record({e: d for e, (d, _) in ordered.items()}, new_record),
+        0o644,
+    )
+    return fork, ordered
+
+
+def _zip_info(entry: str, mode: int) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(entry, date_time=ZIP_DATE)
+    info.create_system = 3  # Unix, so that the mode bits below are read
+    info.external_attr = (0o100000 | mode) << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    return info
+
+
+def write_wheel(path: Path, entries: dict[str, tuple[bytes, int]]) -> None:
+    """Write the archive next to ``path`` and move it in place: never half a wheel."""
+    fd, tmp = tempfile.mkstemp(
+        dir=path.parent, prefix="." + path.name + ".", suffix=".tmp"
+    )
+    os.close(fd)
+    try:
+        with zipfile.ZipFile(tmp, "w", compresslevel=COMPRESS_LEVEL) as archive:
+            for entry, (data, mode) in entries.items():
+                archive.writestr(
+                    _zip_info(entry, mode), data, compresslevel=COMPRESS_LEVEL
+                )
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def build_wheel(upstream_wheel: Path, output: Path) -> Path:
+    """Patch ``upstream_wheel`` and write the fork wheel into ``output``; return its path."""
+    upstream, files = _read_upstream(upstream_wheel)
+    patched = patched_files(files)
+    fork, entries = fork_files(upstream, files, patched)
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        target = output / fork.filename()
+        write_wheel(target, entries)
+    except OSError as exc:
+        raise WheelError(
+            f"{exc.filename or output}: cannot write ({exc.strerror})"
+        ) from None
+    return target
