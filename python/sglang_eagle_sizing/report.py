@@ -1,0 +1,330 @@
+"""``sglang-eagle-sizing report``: what every sizing site computes for a drafter/target pair.
+
+Per phase, the width and dtype of every site each worker kind reaches, the bytes of each
+CUDA-graph buffer at SGLang's default server settings, side by side with what pristine 0.5.11
+computes at the same site; sites where 0.5.11 differs are marked. Both columns come from the
+trees' own code (``evaluate.py``): the patched one (the installed tree if patched, else the
+patch applied in memory) and the pristine one (the installed tree if unpatched, else the
+originals ``apply`` saved, else the release wheel from PyPI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import transaction
+from .patch import check_tree, rewrite_tree
+from .sites import SITE_FILES, Kind, Phase
+from .tree import KNOWN_VERSION, SglangTree
+
+HELP = "print the width, dtype and bytes of every sizing site for a drafter/target pair"
+BUNDLED = Path(__file__).parent / "data" / "llama3.1-8b-instruct__specforge-llama3-8b-eagle3"
+
+#: ServerArgs' cuda_graph_max_bs when it cannot read the GPU's memory.
+DEFAULT_CUDA_GRAPH_MAX_BS = 160
+
+
+@dataclass(frozen=True)
+class Settings:
+    max_bs: int
+    num_steps: int
+    topk: int
+    num_draft_tokens: int
+
+    def describe(self) -> str:
+        return (
+            f"cuda_graph_max_bs={self.max_bs} (ServerArgs' default when GPU memory is unknown), "
+            f"speculative_num_steps={self.num_steps}, speculative_eagle_topk={self.topk}, "
+            f"speculative_num_draft_tokens={self.num_draft_tokens} "
+            "(auto_choose_speculative_params for this target)"
+        )
+
+
+def default_settings(algorithm: str, target) -> Settings:
+    """SGLang's own choice of speculative parameters for this target (0.5.11's
+    ``auto_choose_speculative_params``), and the default CUDA-graph batch size."""
+    from types import SimpleNamespace
+
+    from sglang.srt.server_args import auto_choose_speculative_params
+
+    stand_in = SimpleNamespace(get_model_config=lambda: target, speculative_algorithm=algorithm)
+    num_steps, topk, num_draft_tokens = auto_choose_speculative_params(stand_in)
+    return Settings(DEFAULT_CUDA_GRAPH_MAX_BS, num_steps, topk, num_draft_tokens)
+
+
+def infer_algorithm(draft) -> str:
+    architecture = (draft.hf_config.architectures or [""])[0]
+    if "Eagle3" in architecture:
+        return "EAGLE3"
+    if "Eagle" in architecture or "NextN" in architecture or "MTP" in architecture:
+        return "EAGLE"
+    return "STANDALONE"
+
+
+def buffer_rows(site_scope: str, settings: Settings) -> int | None:
+    """Rows of a CUDA-graph hidden-state buffer (None: not a CUDA-graph buffer)."""
+    per_request = settings.num_steps + 1
+    if site_scope == "EAGLEDraftCudaGraphRunner.__init__":
+        return settings.max_bs
+    if site_scope == "EAGLEDraftExtendCudaGraphRunner.__init__":
+        return settings.max_bs * per_request
+    if site_scope == "MultiLayerEagleDraftExtendCudaGraphRunner.init_buffers_and_capture":
+        # one runner per step, step s capturing num_steps + 1 + s tokens per request
+        return sum(settings.max_bs * (per_request + step) for step in range(settings.num_steps))
+    return None
+
+
+def _element_size(dtype: str | None) -> int | None:
+    import torch
+
+    if not dtype or not dtype.startswith("torch."):
+        return None
+    return torch.empty((), dtype=getattr(torch, dtype[len("torch.") :])).element_size()
+
+
+# -- the two trees -------------------------------------------------------------------------
+def _copy_site_files(sources: dict[str, str], into: Path) -> Path:
+    srt = into / "srt"
+    for file, text in sources.items():
+        (srt / file).parent.mkdir(parents=True, exist_ok=True)
+        (srt / file).write_text(text, encoding="utf-8")
+    return srt
+
+
+def _release_sources() -> dict[str, str]:
+    import subprocess
+
+    cache = Path.home() / ".cache" / "sglang-eagle-sizing" / "wheels"
+    wheels = sorted(cache.glob(f"sglang-{KNOWN_VERSION}-*.whl"))
+    if not wheels:
+        cache.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+             f"sglang=={KNOWN_VERSION}", "-d", str(cache)],
+            check=True,
+        )
+        wheels = sorted(cache.glob(f"sglang-{KNOWN_VERSION}-*.whl"))
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        return {f: wheel.read(f"sglang/srt/{f}").decode("utf-8") for f in SITE_FILES}
+
+
+def tree_sources(tree: SglangTree) -> tuple[dict[str, str], dict[str, str], str]:
+    """(pristine, patched) texts of the site files, and where the pristine ones came from."""
+    report = check_tree(tree)
+    current = {f: tree.read(f) for f in SITE_FILES}
+    any_routed = any(f.status == "routed" and f.label in ("decode", "extend") for f in report.findings)
+    manifest = transaction.read_manifest(tree)
+    if not any_routed:
+        pristine, origin = current, f"{tree.srt} (not patched)"
+    elif manifest:
+        saved = tree.package / transaction.BACKUP_DIR / "originals"
+        pristine = {
+            f: (saved / f).read_text(encoding="utf-8") if f in manifest else text
+            for f, text in current.items()
+        }
+        origin = f"{saved} (saved by apply)"
+    else:
+        pristine, origin = _release_sources(), f"the sglang {KNOWN_VERSION} release wheel"
+    if report.routed:
+        patched = current
+    else:
+        rewritten = {r.file: r.new_text for r in rewrite_tree(tree).results}
+        patched = {f: rewritten.get(f, text) for f, text in current.items()}
+    return pristine, patched, origin
+
+
+# -- the report ----------------------------------------------------------------------------
+def build(draft_dir: Path, target_dir: Path, algorithm: str | None, tree: SglangTree) -> dict:
+    from .configs import load_pair
+    from .evaluate import evaluate_tree, load_eagle_info
+
+    pair = load_pair(draft_dir, target_dir)
+    algorithm = algorithm or infer_algorithm(pair.draft)
+    settings = default_settings(algorithm, pair.target)
+    pristine_sources, patched_sources, origin = tree_sources(tree)
+    scratch = Path(tempfile.mkdtemp(prefix="sglang-eagle-sizing-report-"))
+    try:
+        pristine_srt = _copy_site_files(pristine_sources, scratch / "pristine")
+        patched_srt = _copy_site_files(patched_sources, scratch / "patched")
+        from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+        patched_info = load_eagle_info(patched_srt)
+        patched_info.validate_eagle_draft_config(
+            SpeculativeAlgorithm.from_string(algorithm), pair.draft, pair.target
+        )
+        use_aux = patched_info.parse_eagle_use_aux_hidden_state(
+            SpeculativeAlgorithm.from_string(algorithm), pair.draft.hf_config
+        )
+        now = evaluate_tree(patched_srt, pair, algorithm, settings, use_aux)
+        before = evaluate_tree(pristine_srt, pair, algorithm, settings, use_aux)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    old = {(v.worker_kind, v.site.scope, v.occurrence): v for v in before}
+    rows = []
+    for value in now:
+        previous = old.get((value.worker_kind, value.site.scope, value.occurrence))
+        count = buffer_rows(value.site.scope, settings)
+
+        def nbytes(width, dtype):
+            size = _element_size(dtype)
+            return None if count is None or width is None or size is None else count * width * size
+
+        rows.append(
+            {
+                "worker": value.worker_kind,
+                "phase": value.site.phase.value,
+                "file": value.site.file,
+                "site": value.site.scope,
+                "occurrence": value.occurrence,
+                "kind": value.site.kind.value,
+                "width": value.width,
+                "dtype": value.dtype,
+                "buffer_rows": count,
+                "bytes": nbytes(value.width, value.dtype),
+                "rebuilt_by_worker": value.rebuilt_by_worker,
+                "error": value.error,
+                "pristine": None
+                if previous is None
+                else {
+                    "width": previous.width,
+                    "dtype": previous.dtype,
+                    "bytes": nbytes(previous.width, previous.dtype),
+                    "error": previous.error,
+                },
+                "differs_from_pristine": previous is None
+                or (previous.width, previous.dtype) != (value.width, value.dtype),
+            }
+        )
+    return {
+        "algorithm": algorithm,
+        "draft": {
+            "path": str(draft_dir),
+            "architecture": (pair.draft.hf_config.architectures or [""])[0],
+            "hidden_size": pair.draft.hidden_size,
+            "dtype": str(pair.draft.dtype),
+        },
+        "target": {
+            "path": str(target_dir),
+            "architecture": (pair.target.hf_config.architectures or [""])[0],
+            "hidden_size": pair.target.hidden_size,
+            "dtype": str(pair.target.dtype),
+        },
+        "eagle_use_aux_hidden_state": use_aux,
+        "settings": {
+            "cuda_graph_max_bs": settings.max_bs,
+            "speculative_num_steps": settings.num_steps,
+            "speculative_eagle_topk": settings.topk,
+            "speculative_num_draft_tokens": settings.num_draft_tokens,
+            "described": settings.describe(),
+        },
+        "adaptations": pair.adaptations,
+        "pristine_source": origin,
+        "sites": rows,
+    }
+
+
+def _short(dtype: str | None) -> str:
+    return (dtype or "?").replace("torch.", "")
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return "-"
+
+
+def render(report: dict) -> str:
+    lines = [
+        f"EAGLE hidden-state sizes, {report['algorithm']}"
+        f" (eagle_use_aux_hidden_state={report['eagle_use_aux_hidden_state']})",
+        f"  draft   {report['draft']['path']}  {report['draft']['architecture']}, "
+        f"hidden_size {report['draft']['hidden_size']}, {_short(report['draft']['dtype'])}",
+        f"  target  {report['target']['path']}  {report['target']['architecture']}, "
+        f"hidden_size {report['target']['hidden_size']}, {_short(report['target']['dtype'])}",
+        f"  settings: {report['settings']['described']}",
+        f"  0.5.11 values from {report['pristine_source']}",
+    ]
+    for note in report["adaptations"]:
+        lines.append(f"  adapted: {note}")
+    marked = 0
+    for phase in Phase:
+        rows = [r for r in report["sites"] if r["phase"] == phase.value]
+        lines.append("")
+        lines.append(f"{phase.value} phase ({phase.input_class})")
+        lines.append(
+            f"  {'worker':<15} {'site':<67} {'width':>6} {'dtype':<9} {'buffer':>10}   0.5.11"
+        )
+        for r in rows:
+            site = r["site"] + (f" #{r['occurrence'] + 1}" if r["kind"] != Kind.BUFFER.value and _count(report, r) > 1 else "")
+            previous = r["pristine"] or {}
+            if r["differs_from_pristine"]:
+                marked += 1
+                old = f"! {previous.get('width')} {_short(previous.get('dtype'))}"
+                if previous.get("bytes") is not None and r["bytes"] is not None:
+                    old += f" ({_size(previous['bytes'])})"
+            else:
+                old = "  same"
+            note = "  (rebuilt by the worker)" if r["rebuilt_by_worker"] else ""
+            lines.append(
+                f"  {r['worker']:<15} {site:<67} {str(r['width']):>6} {_short(r['dtype']):<9} "
+                f"{_size(r['bytes']):>10}   {old}{note}"
+            )
+    lines.append("")
+    lines.append(
+        f"{marked} site values differ from 0.5.11 (marked !)" if marked else "0.5.11 computes the same at every site"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _count(report: dict, row: dict) -> int:
+    return sum(1 for r in report["sites"] if r["site"] == row["site"] and r["worker"] == row["worker"])
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("draft", nargs="?", type=Path, help="drafter config folder (default: the bundled pair)")
+    parser.add_argument("target", nargs="?", type=Path, help="target config folder")
+    parser.add_argument("--algorithm", choices=("EAGLE", "EAGLE3", "STANDALONE"), help="default: from the drafter's architecture")
+    parser.add_argument("--sglang", metavar="PATH", help="the SGLang tree whose code is evaluated (default: the installed sglang)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def quiet_sglang():
+    """SGLang and transformers log warnings that are noise here (no GPU, no
+    generation_config.json in a config folder); keep errors."""
+    import logging
+    import warnings
+
+    logging.disable(logging.WARNING)
+    warnings.filterwarnings("ignore")
+
+
+def run(args) -> int:
+    from .configs import ConfigError
+
+    quiet_sglang()
+    if (args.draft is None) != (args.target is None):
+        print("error: give both DRAFT and TARGET folders, or neither", file=sys.stderr)
+        return 2
+    draft = args.draft or BUNDLED / "draft"
+    target = args.target or BUNDLED / "target"
+    try:
+        report = build(draft, target, args.algorithm, SglangTree.locate(args.sglang))
+    except (ConfigError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        sys.stdout.write(render(report))
+    return 0
