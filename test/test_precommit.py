@@ -1,0 +1,73 @@
+"""The pre-commit hook, run as pre-commit runs it: its ``entry`` from .pre-commit-hooks.yaml,
+with no file names, at the root of a fork's checkout. It fails on 0.5.11 and passes once the
+patch is applied."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO
+from sglang_eagle_sizing.cli import main as cli_main
+
+HOOK_ID = "sglang-eagle-sizing-check"
+
+
+@pytest.fixture(scope="module")
+def hook() -> dict:
+    hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    found = [h for h in hooks if h["id"] == HOOK_ID]
+    assert len(found) == 1
+    return found[0]
+
+
+def test_the_hook_is_declared_as_the_brief_says(hook):
+    assert hook["language"] == "python"
+    assert hook["pass_filenames"] is False
+    assert hook.get("always_run") is True or re.search(
+        hook["files"], "python/sglang/srt/speculative/eagle_worker.py"
+    )
+    assert hook["entry"].split()[:2] == ["sglang-eagle-sizing", "check"]
+    assert hook.get("name")
+
+
+def _run_hook(hook: dict, checkout: Path) -> subprocess.CompletedProcess:
+    """Like pre-commit: the entry split shell-style, the hook's environment first on PATH
+    (here .venv's bin, which holds the console script), cwd the checkout root."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join(
+        [str(Path(sys.executable).parent), env.get("PATH", "")]
+    )
+    return subprocess.run(
+        shlex.split(hook["entry"]) + hook.get("args", []),
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_the_hook_fails_on_the_release_and_passes_once_patched(
+    hook, pristine, tmp_path
+):
+    checkout = tmp_path / "fork"
+    shutil.copytree(pristine, checkout / "python" / "sglang")
+
+    before = _run_hook(hook, checkout)
+    assert before.returncode == 1, before.stdout + before.stderr
+    assert (
+        "speculative/eagle_worker.py:" in before.stdout
+    )  # it names the unrouted sites
+
+    assert cli_main(["apply", "--quiet", str(checkout)]) == 0
+    after = _run_hook(hook, checkout)
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert after.stdout == ""
