@@ -193,9 +193,15 @@ def _match(node, site: Site, guards, local_values) -> _Occurrence | None:
         if isinstance(func, ast.Name) and func.id == "MetadataBuffers":
             width = _keyword(node, "hidden_size")
             if width is not None:
-                return _Occurrence(
-                    node.lineno, width, _keyword(node, "hidden_states_dtype"), guards, local_values
-                )
+                dtype = _keyword(node, "hidden_states_dtype")
+                if isinstance(width, ast.IfExp):
+                    # `<draft width> if <speculative> else 16`: when the condition is false the
+                    # buffer is RDMA padding, not a hidden state; the condition is a guard.
+                    guards = guards + ((width.test, True),)
+                    width = width.body
+                    if isinstance(dtype, ast.IfExp):
+                        dtype = dtype.body
+                return _Occurrence(node.lineno, width, dtype, guards, local_values)
     return None
 
 
@@ -318,9 +324,8 @@ def evaluate_tree(srt: Path, pair, algorithm_name: str, settings, use_aux: bool 
                 "EagleDraftInput": getattr(eagle_info, "EagleDraftInput"),
                 "EagleDraftExtendInput": getattr(eagle_info, "EagleDraftExtendInput", None),
             }
-            for index, occurrence in enumerate(occurrences):
-                if not _live(occurrence, namespace):
-                    continue
+            live = [o for o in occurrences if _live(o, namespace)]
+            for index, occurrence in enumerate(live):
                 width = dtype = error = None
                 try:
                     width = int(_evaluate(occurrence.width, namespace, occurrence.locals))

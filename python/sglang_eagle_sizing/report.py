@@ -141,31 +141,44 @@ def tree_sources(tree: SglangTree) -> tuple[dict[str, str], dict[str, str], str]
 
 
 # -- the report ----------------------------------------------------------------------------
+class Trees:
+    """The pristine and patched site files, written to a scratch folder for evaluation."""
+
+    def __init__(self, tree: SglangTree):
+        pristine, patched, self.origin = tree_sources(tree)
+        self._scratch = Path(tempfile.mkdtemp(prefix="sglang-eagle-sizing-report-"))
+        self.pristine = _copy_site_files(pristine, self._scratch / "pristine")
+        self.patched = _copy_site_files(patched, self._scratch / "patched")
+
+    def __enter__(self) -> "Trees":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+
 def build(draft_dir: Path, target_dir: Path, algorithm: str | None, tree: SglangTree) -> dict:
     from .configs import load_pair
-    from .evaluate import evaluate_tree, load_eagle_info
 
     pair = load_pair(draft_dir, target_dir)
-    algorithm = algorithm or infer_algorithm(pair.draft)
-    settings = default_settings(algorithm, pair.target)
-    pristine_sources, patched_sources, origin = tree_sources(tree)
-    scratch = Path(tempfile.mkdtemp(prefix="sglang-eagle-sizing-report-"))
-    try:
-        pristine_srt = _copy_site_files(pristine_sources, scratch / "pristine")
-        patched_srt = _copy_site_files(patched_sources, scratch / "patched")
-        from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    with Trees(tree) as trees:
+        return build_for_pair(pair, algorithm or infer_algorithm(pair.draft), trees)
 
-        patched_info = load_eagle_info(patched_srt)
-        patched_info.validate_eagle_draft_config(
-            SpeculativeAlgorithm.from_string(algorithm), pair.draft, pair.target
-        )
-        use_aux = patched_info.parse_eagle_use_aux_hidden_state(
-            SpeculativeAlgorithm.from_string(algorithm), pair.draft.hf_config
-        )
-        now = evaluate_tree(patched_srt, pair, algorithm, settings, use_aux)
-        before = evaluate_tree(pristine_srt, pair, algorithm, settings, use_aux)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+
+def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    from .evaluate import evaluate_tree, load_eagle_info
+
+    settings = default_settings(algorithm, pair.target)
+    patched_info = load_eagle_info(trees.patched)
+    speculative_algorithm = SpeculativeAlgorithm.from_string(algorithm)
+    patched_info.validate_eagle_draft_config(speculative_algorithm, pair.draft, pair.target)
+    use_aux = patched_info.parse_eagle_use_aux_hidden_state(
+        speculative_algorithm, pair.draft.hf_config
+    )
+    now = evaluate_tree(trees.patched, pair, algorithm, settings, use_aux)
+    before = evaluate_tree(trees.pristine, pair, algorithm, settings, use_aux)
     old = {(v.worker_kind, v.site.scope, v.occurrence): v for v in before}
     rows = []
     for value in now:
@@ -204,18 +217,8 @@ def build(draft_dir: Path, target_dir: Path, algorithm: str | None, tree: Sglang
         )
     return {
         "algorithm": algorithm,
-        "draft": {
-            "path": str(draft_dir),
-            "architecture": (pair.draft.hf_config.architectures or [""])[0],
-            "hidden_size": pair.draft.hidden_size,
-            "dtype": str(pair.draft.dtype),
-        },
-        "target": {
-            "path": str(target_dir),
-            "architecture": (pair.target.hf_config.architectures or [""])[0],
-            "hidden_size": pair.target.hidden_size,
-            "dtype": str(pair.target.dtype),
-        },
+        "draft": _describe(pair.draft, pair.draft_path),
+        "target": _describe(pair.target, pair.target_path),
         "eagle_use_aux_hidden_state": use_aux,
         "settings": {
             "cuda_graph_max_bs": settings.max_bs,
@@ -225,8 +228,17 @@ def build(draft_dir: Path, target_dir: Path, algorithm: str | None, tree: Sglang
             "described": settings.describe(),
         },
         "adaptations": pair.adaptations,
-        "pristine_source": origin,
+        "pristine_source": trees.origin,
         "sites": rows,
+    }
+
+
+def _describe(model_config, path: Path) -> dict:
+    return {
+        "path": str(path),
+        "architecture": (model_config.hf_config.architectures or [""])[0],
+        "hidden_size": model_config.hidden_size,
+        "dtype": str(model_config.dtype),
     }
 
 
@@ -297,6 +309,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--algorithm", choices=("EAGLE", "EAGLE3", "STANDALONE"), help="default: from the drafter's architecture")
     parser.add_argument("--sglang", metavar="PATH", help="the SGLang tree whose code is evaluated (default: the installed sglang)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--disagreements",
+        metavar="DATA_DIR",
+        type=Path,
+        help="print, as Markdown, every config of the pairs under DATA_DIR where 0.5.11's "
+        "sites disagree (the source of docs/disagreements.md)",
+    )
 
 
 def quiet_sglang():
@@ -313,6 +332,11 @@ def run(args) -> int:
     from .configs import ConfigError
 
     quiet_sglang()
+    if args.disagreements is not None:
+        from .disagreements import table
+
+        sys.stdout.write(table(args.disagreements, SglangTree.locate(args.sglang)))
+        return 0
     if (args.draft is None) != (args.target is None):
         print("error: give both DRAFT and TARGET folders, or neither", file=sys.stderr)
         return 2

@@ -1,0 +1,145 @@
+"""The sizing contract holds for every shared drafter/target pair, on the patched 0.5.11 tree.
+
+Site values are evaluated from each tree's own site expressions (``evaluate.py``) with real
+``ModelConfig``s: the idle inputs', the CUDA-graph buffers' (the runners' own width and dtype
+expressions), the PD metadata buffers'. Expected producer and consumer widths are computed here
+from the config.json files alone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, REPO
+from sglang_eagle_sizing.configs import ConfigError, load_pair
+from sglang_eagle_sizing.report import Trees, build_for_pair, infer_algorithm
+from sglang_eagle_sizing.sites import Phase
+from sglang_eagle_sizing.tree import SglangTree
+
+PAIRS = sorted(p.name for p in DATA.iterdir() if (p / "draft").is_dir())
+NOT_LOADABLE = {"gpt-oss-20b__nm-testing-speculators-eagle3"}
+# STANDALONE: a smaller model of the same family drafts for the target, no EAGLE head.
+STANDALONE = ("qwen3-4b__specforge-eagle3/target", "qwen3-30b-a3b__specforge-moe-draft-eagle3/target")
+
+
+def _config(folder: Path) -> dict:
+    return json.loads((folder / "config.json").read_text())
+
+
+def _hidden(config: dict) -> int:
+    return config.get("hidden_size") or config["text_config"]["hidden_size"]
+
+
+@pytest.fixture(scope="module")
+def trees(pristine):
+    logging.disable(logging.WARNING)
+    warnings.filterwarnings("ignore")
+    with Trees(SglangTree.locate(pristine)) as trees:
+        yield trees
+
+
+@pytest.fixture(scope="module")
+def reports(trees):
+    out = {}
+    for name in PAIRS:
+        if name in NOT_LOADABLE:
+            continue
+        pair = load_pair(DATA / name / "draft", DATA / name / "target")
+        out[name] = build_for_pair(pair, infer_algorithm(pair.draft), trees)
+    pair = load_pair(DATA / STANDALONE[0], DATA / STANDALONE[1])
+    out["standalone"] = build_for_pair(pair, "STANDALONE", trees)
+    return out
+
+
+def _groups(report):
+    groups = {}
+    for row in report["sites"]:
+        groups.setdefault((row["worker"], row["phase"]), []).append(row)
+    return groups
+
+
+def test_every_shared_pair_is_covered(reports):
+    assert set(reports) == (set(PAIRS) - NOT_LOADABLE) | {"standalone"}
+    algorithms = {r["algorithm"] for r in reports.values()}
+    assert algorithms == {"EAGLE", "EAGLE3", "STANDALONE"}
+    kinds = {row["worker"] for r in reports.values() for row in r["sites"]}
+    assert kinds == {"v1", "v1 multi-layer", "v2", "v2 multi-layer"}
+    assert {r["eagle_use_aux_hidden_state"] for r in reports.values() if r["algorithm"] == "EAGLE3"} == {True, False}
+
+
+def test_the_speculators_pair_is_a_clear_error():
+    name = "gpt-oss-20b__nm-testing-speculators-eagle3"
+    with pytest.raises(ConfigError, match=r"draft/config\.json: architectures=\['Eagle3Speculator'\]"):
+        load_pair(DATA / name / "draft", DATA / name / "target")
+
+
+@pytest.mark.parametrize("name", [*sorted(set(PAIRS) - NOT_LOADABLE), "standalone"])
+def test_idle_inputs_and_buffers_of_a_phase_agree(reports, name):
+    for (kind, phase), rows in _groups(reports[name]).items():
+        assert all(r["error"] is None for r in rows), rows
+        values = {(r["width"], r["dtype"]) for r in rows if not r["rebuilt_by_worker"]}
+        assert len(values) == 1, (kind, phase, rows)
+
+
+def produced_width(name: str, report: dict) -> int:
+    """What the target emits for the draft-extend forward, from the config files."""
+    if name == "standalone":
+        return _hidden(_config(DATA / STANDALONE[0]))  # the draft model does not read it
+    draft, target = _config(DATA / name / "draft"), _config(DATA / name / "target")
+    eagle_config = draft.get("eagle_config") or {}
+    if report["eagle_use_aux_hidden_state"]:
+        num_aux = len(eagle_config.get("eagle_aux_hidden_state_layer_ids") or [1, 2, 3])
+        return num_aux * _hidden(target)
+    return _hidden(target)  # one hidden state (hc_mult is 1 for every shared target)
+
+
+@pytest.mark.parametrize("name", sorted(set(PAIRS) - NOT_LOADABLE))
+def test_extend_width_is_what_the_target_produces_and_the_drafter_accepts(reports, name):
+    draft = _config(DATA / name / "draft")
+    report = reports[name]
+    produced = produced_width(name, report)
+    extend = {r["width"] for r in report["sites"] if r["phase"] == "extend" and not r["rebuilt_by_worker"]}
+    assert extend == {produced}
+    if report["eagle_use_aux_hidden_state"] and "LlamaForCausalLMEagle3" in draft["architectures"]:
+        # llama_eagle3.py: fc = Linear(3 * (target_hidden_size or hidden_size), hidden_size)
+        assert produced == 3 * (draft.get("target_hidden_size") or _hidden(draft))
+
+
+@pytest.mark.parametrize("name", [*sorted(set(PAIRS) - NOT_LOADABLE), "standalone"])
+def test_where_0_5_11_sites_agreed_nothing_changes(reports, name):
+    """Where 0.5.11's sites of a phase agreed, and (extend) with what the target produces:
+    a correctly configured setup sees no change. Multi-layer EAGLE-3 with aux is the case
+    where they agreed on a width the target does not produce (docs/design.md)."""
+    checked = 0
+    produced = produced_width(name, reports[name])
+    for (kind, phase), rows in _groups(reports[name]).items():
+        live = [r for r in rows if not r["rebuilt_by_worker"]]
+        old = {(r["pristine"]["width"], r["pristine"]["dtype"]) for r in live}
+        if len(old) == 1 and (phase == "decode" or next(iter(old))[0] == produced):
+            checked += 1
+            assert {(r["width"], r["dtype"]) for r in live} == old, (kind, phase)
+    assert checked > 0
+
+
+def test_0_5_11_defects_show_in_the_values(reports):
+    noaux = reports["llama3.1-8b-instruct__trtllm-2layer-noaux-fixture"]
+    old = {r["pristine"]["width"] for r in noaux["sites"] if r["site"] == "MultiLayerEagleWorker.forward_draft_extend_after_decode"}
+    assert old == {3 * 4096}  # 0.5.11 widens three times although use_aux_hidden_state is false
+    fp16 = reports["llama3.1-8b-instruct__specforge-llama3-8b-eagle3"]
+    v2_idle = [r for r in fp16["sites"] if r["site"] == "EAGLEWorkerV2.forward_batch_generation"]
+    assert v2_idle[0]["pristine"]["dtype"] == "torch.bfloat16" and v2_idle[0]["dtype"] == "torch.float16"
+
+
+def test_disagreement_table_in_docs_is_current(pristine):
+    from sglang_eagle_sizing.disagreements import table
+
+    committed = (REPO / "docs" / "disagreements.md").read_text()
+    assert table(DATA, SglangTree.locate(pristine)) == committed, (
+        "docs/disagreements.md is stale: regenerate it with "
+        "`sglang-eagle-sizing report --disagreements test/data > docs/disagreements.md`"
+    )
