@@ -46,7 +46,7 @@ def _run_hook(hook: dict, checkout: Path) -> subprocess.CompletedProcess:
     env["PATH"] = os.pathsep.join(
         [str(Path(sys.executable).parent), env.get("PATH", "")]
     )
-    return subprocess.run(
+    return subprocess.run(  # noqa: PLW1510 (the caller checks the exit code)
         shlex.split(hook["entry"]) + hook.get("args", []),
         cwd=checkout,
         env=env,

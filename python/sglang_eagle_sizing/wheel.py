@@ -59,7 +59,7 @@ class WheelName:
     tags: str
 
     @classmethod
-    def parse(cls, path: Path) -> "WheelName":
+    def parse(cls, path: Path) -> WheelName:
         stem = path.name.removesuffix(".whl")
         parts = stem.split("-")
         if not path.name.endswith(".whl") or len(parts) not in (5, 6):
@@ -122,7 +122,7 @@ def cached_release_wheel() -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
         command += [f"{PROJECT}=={KNOWN_VERSION}", "-d", str(folder)]
-        result = subprocess.run(command, capture_output=True, text=True)
+        result = subprocess.run(command, check=False, capture_output=True, text=True)
         found = sorted(folder.glob(pattern))
         if result.returncode != 0 or not found:
             last = (result.stderr.strip().splitlines() or ["no wheel"])[-1]
@@ -213,8 +213,8 @@ def record_hash(data: bytes) -> str:
 def record(files: dict[str, bytes], record_name: str) -> bytes:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    for entry in files:
-        writer.writerow([entry, record_hash(files[entry]), len(files[entry])])
+    for entry, data in files.items():
+        writer.writerow([entry, record_hash(data), len(data)])
     writer.writerow([record_name, "", ""])
     return out.getvalue().encode("utf-8")
 
