@@ -145,3 +145,12 @@ def test_pristine_multi_layer_worker_does_not_import_but_patched_does(pristine_r
     assert result.returncode != 0
     assert "NameError" in result.stderr and "ModelRunner" in result.stderr
     assert probe["imports"][module] == "ok"
+
+
+def test_pd_metadata_buffers_take_the_decode_contract(probe):
+    """Scheduler.init_disaggregation, run from the patched tree up to MetadataBuffers."""
+    assert len(probe["pd"]) == 4
+    for row in probe["pd"]:
+        assert row["hidden_size"] is not None, row
+        # llama3.1-8b EAGLE-3: the draft's width and fp16, not the target's bf16
+        assert [row["hidden_size"], row["dtype"]] == row["contract"] == [4096, "torch.float16"]

@@ -183,6 +183,58 @@ def main() -> None:
         )
         out["extend_rebuild_" + cls.__name__] = result
 
+    # PD disaggregation: the patched Scheduler.init_disaggregation, stopped at MetadataBuffers.
+    import sglang.srt.managers.scheduler as scheduler_module
+
+    class Recorded(Exception):
+        pass
+
+    def record(buffer_size, **kwargs):
+        raise Recorded(kwargs)
+
+    scheduler_module.MetadataBuffers = record
+    out["pd"] = []
+    for mode in ("decode", "prefill"):
+        for cls, v2 in ((EAGLEWorker, False), (EagleDraftWorker, True)):
+            worker = make_worker(cls, draft, target, case["algorithm"])
+            scheduler = scheduler_module.Scheduler.__new__(scheduler_module.Scheduler)
+            scheduler.server_args = SimpleNamespace(
+                disaggregation_mode=mode,
+                disaggregation_transfer_backend="fake",
+                enable_multi_layer_eagle=False,
+            )
+            scheduler.spec_algorithm = worker.speculative_algorithm
+            scheduler.enable_overlap = v2
+            # a v2 scheduler holds the outer worker, whose draft_worker is the draft worker
+            scheduler.draft_worker = SimpleNamespace(draft_worker=worker) if v2 else worker
+            scheduler.req_to_token_pool = SimpleNamespace(size=8)
+            scheduler.max_running_requests = 8
+            scheduler.token_to_kv_pool_allocator = SimpleNamespace(
+                get_kvcache=lambda: SimpleNamespace(maybe_get_custom_mem_pool=lambda: None)
+            )
+            if not v2:
+                worker.model_config = draft
+                worker._model_runner = SimpleNamespace(model_config=draft, token_to_kv_pool=None)
+            else:
+                worker.draft_runner = SimpleNamespace(model_config=draft, token_to_kv_pool=None)
+            try:
+                scheduler_module.Scheduler.init_disaggregation(scheduler)
+                recorded = None
+            except Recorded as exc:
+                recorded = exc.args[0]
+            out["pd"].append(
+                {
+                    "mode": mode,
+                    "worker": cls.__name__,
+                    "hidden_size": None if recorded is None else recorded["hidden_size"],
+                    "dtype": None if recorded is None else str(recorded["hidden_states_dtype"]),
+                    "contract": [
+                        EagleDraftInput.hidden_size_for(worker),
+                        str(EagleDraftInput.dtype_for(worker)),
+                    ],
+                }
+            )
+
     out["helpers"] = sorted(n for n in dir(eagle_info) if "eagle" in n.lower() and callable(getattr(eagle_info, n)))
     print("PROBE-JSON " + json.dumps(out))
 

@@ -1,0 +1,45 @@
+"""``sglang-eagle-sizing report``: runs with no arguments, marks what 0.5.11 computed otherwise,
+and its JSON round-trips."""
+
+from __future__ import annotations
+
+import json
+
+from sglang_eagle_sizing.cli import main
+
+
+def test_report_with_no_arguments(capsys):
+    assert main(["report"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("EAGLE hidden-state sizes, EAGLE3 (eagle_use_aux_hidden_state=True)")
+    assert "decode phase (EagleDraftInput)" in out and "extend phase (EagleDraftExtendInput)" in out
+    assert "settings: cuda_graph_max_bs=160" in out
+    # the v2 idle input took the target's bf16 in 0.5.11; the draft's fp16 now
+    v2_idle = next(line for line in out.splitlines() if "EAGLEWorkerV2.forward_batch_generation" in line)
+    assert "float16" in v2_idle and "! 4096 bfloat16" in v2_idle
+    assert "site values differ from 0.5.11 (marked !)" in out
+
+
+def test_report_json_round_trips_and_counts_buffer_bytes(tree, capsys):
+    assert main(["apply", "-q", str(tree)]) == 0
+    assert main(["report", "--json", "--sglang", str(tree)]) == 0
+    text = capsys.readouterr().out
+    report = json.loads(text)
+    assert json.loads(json.dumps(report)) == report
+    assert "saved by apply" in report["pristine_source"]
+    settings = report["settings"]
+    rows = {(r["worker"], r["site"], r["occurrence"]): r for r in report["sites"]}
+    extend = rows[("v1", "EAGLEDraftExtendCudaGraphRunner.__init__", 0)]
+    tokens = settings["cuda_graph_max_bs"] * (settings["speculative_num_steps"] + 1)
+    assert extend["width"] == 3 * 4096 and extend["dtype"] == "torch.float16"
+    assert extend["bytes"] == tokens * 3 * 4096 * 2
+    assert extend["differs_from_pristine"] is False
+    multi_layer = rows[("v2 multi-layer", "MultiLayerEagleDraftExtendCudaGraphRunner.init_buffers_and_capture", 0)]
+    assert multi_layer["pristine"]["width"] == 4096 and multi_layer["width"] == 3 * 4096
+    assert multi_layer["differs_from_pristine"] is True
+
+
+def test_report_names_a_missing_folder(capsys, tmp_path):
+    assert main(["report", str(tmp_path / "nope"), str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "nope/config.json" in err
