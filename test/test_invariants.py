@@ -99,15 +99,42 @@ def produced_width(name: str, report: dict) -> int:
 
 
 @pytest.mark.parametrize("name", sorted(set(PAIRS) - NOT_LOADABLE))
-def test_extend_width_is_what_the_target_produces_and_the_drafter_accepts(reports, name):
+def test_extend_width_is_what_the_target_produces_and_the_drafter_accepts(reports, name, pristine):
     draft = _config(DATA / name / "draft")
     report = reports[name]
     produced = produced_width(name, report)
     extend = {r["width"] for r in report["sites"] if r["phase"] == "extend" and not r["rebuilt_by_worker"]}
     assert extend == {produced}
     if report["eagle_use_aux_hidden_state"] and "LlamaForCausalLMEagle3" in draft["architectures"]:
-        # llama_eagle3.py: fc = Linear(3 * (target_hidden_size or hidden_size), hidden_size)
-        assert produced == 3 * (draft.get("target_hidden_size") or _hidden(draft))
+        pair = load_pair(DATA / name / "draft", DATA / name / "target")
+        assert produced == fc_in_features(pristine, pair.draft.hf_config)
+
+
+def fc_in_features(pristine: Path, draft_hf_config) -> int:
+    """The input width of the EAGLE-3 draft model's ``fc``, from 0.5.11's own
+    ``llama_eagle3.py``: the statements of the ``__init__`` that builds ``self.fc`` which set
+    what its first argument reads, run with the drafter's config."""
+    import ast
+    from types import SimpleNamespace
+
+    module = ast.parse((pristine / "srt" / "models" / "llama_eagle3.py").read_text())
+    for function in ast.walk(module):
+        if not isinstance(function, ast.FunctionDef):
+            continue
+        for index, stmt in enumerate(function.body):
+            target = stmt.targets[0] if isinstance(stmt, ast.Assign) else None
+            if target is not None and ast.unparse(target) == "self.fc":
+                in_features = stmt.value.args[0]
+                read = {ast.unparse(n) for n in ast.walk(in_features) if isinstance(n, ast.Attribute)}
+                setup = [
+                    s for s in function.body[:index]
+                    if any(ast.unparse(n) in read for n in ast.walk(s) if isinstance(n, ast.Attribute)
+                           and isinstance(getattr(n, "ctx", None), ast.Store))
+                ]
+                scope = {"self": SimpleNamespace(), "config": draft_hf_config}
+                exec(compile(ast.Module(body=setup, type_ignores=[]), "llama_eagle3.py", "exec"), scope)
+                return eval(compile(ast.Expression(body=in_features), "llama_eagle3.py", "eval"), scope)
+    raise AssertionError("no self.fc in llama_eagle3.py")
 
 
 @pytest.mark.parametrize("name", [*sorted(set(PAIRS) - NOT_LOADABLE), "standalone"])
