@@ -170,3 +170,46 @@ def test_disagreement_table_in_docs_is_current(pristine):
         "docs/disagreements.md is stale: regenerate it with "
         "`sglang-eagle-sizing report --disagreements test/data > docs/disagreements.md`"
     )
+
+
+def _target_capture(srt: Path, draft_model_config, eagle_info):
+    """Run the EAGLE-3 branch of the tree's own ``ModelRunner.__init__`` that reads the
+    drafter's eagle_config; return what the target then captures."""
+    import ast
+    from types import SimpleNamespace
+
+    module = ast.parse((srt / "model_executor" / "model_runner.py").read_text())
+    cls = next(n for n in module.body if isinstance(n, ast.ClassDef) and n.name == "ModelRunner")
+    init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    branch = next(
+        n for n in ast.walk(init)
+        if isinstance(n, ast.If) and "is_eagle3()" in ast.unparse(n.test) and "is_draft_worker" in ast.unparse(n.test)
+    )
+    body = [
+        s for s in branch.body
+        if not isinstance(s, ast.ImportFrom)  # the patched tree's names come from eagle_info below
+        and not (isinstance(s, ast.Assign) and ast.unparse(s.targets[0]) == "draft_model_config")
+    ]
+    runner = SimpleNamespace(spec_algorithm=eagle_info.SpeculativeAlgorithm.EAGLE3)
+    scope = {"self": runner, "draft_model_config": draft_model_config}
+    scope.update({n: getattr(eagle_info, n) for n in dir(eagle_info) if n.startswith(("get_eagle", "parse_eagle"))})
+    exec(compile(ast.Module(body=body, type_ignores=[]), "model_runner.py", "exec"), scope)
+    return runner.eagle_use_aux_hidden_state, runner.eagle_aux_hidden_state_layer_ids
+
+
+EAGLE3_PAIRS = sorted(
+    name for name in set(PAIRS) - NOT_LOADABLE
+    if any("Eagle3" in a for a in _config(DATA / name / "draft").get("architectures", []))
+)
+
+
+@pytest.mark.parametrize("name", EAGLE3_PAIRS)
+def test_the_target_captures_what_it_did_for_every_shared_eagle3_drafter(trees, name):
+    """The target ModelRunner now reads eagle_config through the workers' parser; for every
+    real drafter it captures exactly what 0.5.11's own parsing made it capture."""
+    from sglang_eagle_sizing.evaluate import load_eagle_info
+
+    pair = load_pair(DATA / name / "draft", DATA / name / "target")
+    old = _target_capture(trees.pristine, pair.draft, load_eagle_info(trees.patched))
+    new = _target_capture(trees.patched, pair.draft, load_eagle_info(trees.patched))
+    assert new == old

@@ -1,7 +1,7 @@
 """The code this patch inserts into SGLang, as it will read there.
 
-Everything here is SGLang code (``torch``, ``dataclass`` and ``SpeculativeAlgorithm`` are the
-names ``eagle_info.py`` already has in scope); it imports nothing from this package. It is kept
+Everything here is SGLang code (``torch``, ``dataclass``, ``List``, ``Optional`` and
+``SpeculativeAlgorithm`` are names ``eagle_info.py`` has in scope); it imports nothing from this package. It is kept
 black-formatted; a test checks that.
 
 - ``HELPERS``: module-level functions of ``srt/speculative/eagle_info.py``: the draft-runner
@@ -75,18 +75,40 @@ def parse_eagle_use_aux_hidden_state(
     return use_aux_hidden_state
 
 
+def get_eagle_aux_hidden_state_layer_ids(draft_hf_config) -> Optional[List[int]]:
+    """The target layers whose hidden states EAGLE-3 captures, as the drafter names them in
+    ``eagle_config.eagle_aux_hidden_state_layer_ids``; None: the target's default layers.
+    """
+    eagle_config = _get_eagle_config(draft_hf_config)
+    if eagle_config is None:
+        return None
+    layer_ids = _get_eagle_config_value(
+        eagle_config, "eagle_aux_hidden_state_layer_ids", None
+    )
+    if layer_ids is None:
+        return None
+    if (
+        not isinstance(layer_ids, (list, tuple))
+        or not layer_ids
+        or not all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in layer_ids
+        )
+    ):
+        raise ValueError(
+            f"Invalid eagle_config.eagle_aux_hidden_state_layer_ids={layer_ids!r} in the "
+            f"draft model config {getattr(draft_hf_config, 'name_or_path', '')!r}: "
+            "expected a non-empty list of target layer indices."
+        )
+    return list(layer_ids)
+
+
 def get_eagle_num_aux_hidden_states(draft_hf_config) -> int:
     """Number of target layers whose hidden states EAGLE-3 concatenates.
 
     The length of the drafter's ``eagle_config.eagle_aux_hidden_state_layer_ids``
     when given, else the three layers the target captures by default.
     """
-    eagle_config = _get_eagle_config(draft_hf_config)
-    layer_ids = None
-    if eagle_config is not None:
-        layer_ids = _get_eagle_config_value(
-            eagle_config, "eagle_aux_hidden_state_layer_ids", None
-        )
+    layer_ids = get_eagle_aux_hidden_state_layer_ids(draft_hf_config)
     return len(layer_ids) if layer_ids else 3
 
 
@@ -120,30 +142,14 @@ def validate_eagle_draft_config(
         use_aux_hidden_state = parse_eagle_use_aux_hidden_state(
             speculative_algorithm, draft_hf_config
         )
+        num_aux = get_eagle_num_aux_hidden_states(draft_hf_config)
     except ValueError as exc:
         raise ValueError(
             f"{exc} Target model config: {_config_path(target_model_config)}."
         ) from None
     if not use_aux_hidden_state:
         return
-    layer_ids = _get_eagle_config_value(
-        _get_eagle_config(draft_hf_config) or {},
-        "eagle_aux_hidden_state_layer_ids",
-        None,
-    )
-    if layer_ids is not None and (
-        not isinstance(layer_ids, (list, tuple))
-        or not layer_ids
-        or not all(
-            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in layer_ids
-        )
-    ):
-        raise error(
-            "eagle_config.eagle_aux_hidden_state_layer_ids",
-            layer_ids,
-            "expected a non-empty list of target layer indices.",
-        )
-    num_aux = get_eagle_num_aux_hidden_states(draft_hf_config)
+    layer_ids = get_eagle_aux_hidden_state_layer_ids(draft_hf_config)
     target_hidden_size = target_model_config.hidden_size
     declared_target_hidden_size = getattr(draft_hf_config, "target_hidden_size", None)
     if (

@@ -183,10 +183,6 @@ TARGET_MODEL_CONFIG = "self.target_worker.model_config"
 #: Where the contract itself lives.
 CONTRACT_FILE = SPEC + "eagle_info.py"
 
-#: Files the rules read: every file that holds a site or a worker, and nothing else.
-SITE_FILES: tuple[str, ...] = tuple(
-    sorted({s.file for s in SITES} | {f for f, _ in AUX_FLAG_WORKERS})
-)
 
 
 def site_for(file: str, scope: str) -> Site | None:
@@ -203,3 +199,13 @@ DRAFT_RUNNER_WORKERS: dict[tuple[str, str], str] = {
         "MultiLayerEagleDraftWorker",
     ): "self.draft_runner_list[0]",
 }
+
+
+#: The target runner that decides which layers it captures for EAGLE-3: it reads the
+#: drafter's eagle_config through the same parser as the workers.
+TARGET_CAPTURE = ("model_executor/model_runner.py", "ModelRunner.__init__")
+
+#: Files the rules read: every file that holds a site or a worker, and nothing else.
+SITE_FILES: tuple[str, ...] = tuple(
+    sorted({s.file for s in SITES} | {f for f, _ in AUX_FLAG_WORKERS} | {TARGET_CAPTURE[0]})
+)

@@ -75,9 +75,18 @@ def black_format(source: str, column: int) -> str:
     return black.format_str(textwrap.dedent(source), mode=mode)
 
 
+class _BareBlankLines(cst.CSTTransformer):
+    """Blank lines carry no indentation (no trailing whitespace once placed in a block)."""
+
+    def leave_EmptyLine(self, original_node, updated_node):
+        if updated_node.comment is None:
+            return updated_node.with_changes(indent=False, whitespace=cst.SimpleWhitespace(""))
+        return updated_node
+
+
 def statements(source: str, column: int = 0) -> list[cst.BaseStatement]:
     """Parse black-formatted statements, ready to be placed at indentation ``column``."""
-    module = cst.parse_module(black_format(source, column))
+    module = cst.parse_module(black_format(source, column)).visit(_BareBlankLines())
     return list(module.body)
 
 

@@ -12,6 +12,7 @@ from .extend_idle import ExtendIdleRule
 from .graph_buffers import BufferRule
 from .idle_inputs import IdleInputRule
 from .imports import ImportRule
+from .target_capture import TargetCaptureRule
 
 RULES = (
     ContractRule,
@@ -21,6 +22,7 @@ RULES = (
     ExtendIdleRule,
     BufferRule,
     MetadataBufferRule,
+    TargetCaptureRule,
     TypeCheckingAnnotationRule,
     ImportRule,
 )

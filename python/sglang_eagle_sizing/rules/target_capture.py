@@ -1,0 +1,92 @@
+"""The target ``ModelRunner`` reads the drafter's ``eagle_config`` through the workers' parser.
+
+0.5.11 parses it a third way in ``ModelRunner.__init__`` (``try: eagle_config.get(...)``,
+``except:`` anything): that decides which layers the target captures, i.e. the width the
+draft side must size for. The rule replaces the ``try`` (and the ``= True`` default before it)
+with ``parse_eagle_use_aux_hidden_state`` and ``get_eagle_aux_hidden_state_layer_ids``,
+imported where they are used, as the module already does for DFLASH (``eagle_info`` imports
+``model_runner``, so a module-level import would be circular).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..engine import Finding, Rule
+from ..sites import TARGET_CAPTURE
+from ..syntax import code_of, dotted, statements
+from .aux_flag import FLAG, PARSER, _contains, _eagle_config_source, assigned
+
+LAYER_IDS = "self.eagle_aux_hidden_state_layer_ids"
+
+
+def _is_capture_try(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, cst.Try) and _contains(
+        stmt.body,
+        lambda n: isinstance(n, cst.Assign) and any(dotted(t.target) == LAYER_IDS for t in n.targets),
+    )
+
+
+def _is_parser_assignment(node: cst.CSTNode) -> bool:
+    return (
+        isinstance(node, cst.Assign)
+        and any(dotted(t.target) == FLAG for t in node.targets)
+        and isinstance(node.value, cst.Call)
+        and dotted(node.value.func) == PARSER
+    )
+
+
+class TargetCaptureRule(Rule):
+    files = frozenset({TARGET_CAPTURE[0]})
+    needles = ("eagle_config",)
+
+    def __init__(self, file: str):
+        super().__init__(file)
+        self.found = False
+
+    def leave_IndentedBlock(self, original_node, updated_node):
+        if self.scope != TARGET_CAPTURE[1]:
+            return updated_node
+        body = list(updated_node.body)
+        for index, stmt in enumerate(body):
+            if _contains_direct(stmt, _is_parser_assignment):
+                self.found = True
+                self.report(original_node.body[index], "target-capture", Finding.ROUTED)
+                return updated_node
+            if not _is_capture_try(stmt):
+                continue
+            self.found = True
+            self.report(original_node.body[index], "target-capture", Finding.UNROUTED)
+            source = _eagle_config_source(stmt)
+            if source is None:
+                raise self.fail(original_node.body[index], "eagle_config read in a form the rule does not know")
+            hf_config = code_of(source)
+            start = index - 1 if index > 0 and assigned(body[index - 1]) == FLAG else index
+            column = self.column_of(original_node.body[index])
+            new = statements(
+                "from sglang.srt.speculative.eagle_info import (\n"
+                "    get_eagle_aux_hidden_state_layer_ids,\n"
+                f"    {PARSER},\n"
+                ")\n\n"
+                "# The drafter's eagle_config, read by the parser every EAGLE worker uses: what\n"
+                "# the target captures and what the draft side sizes for cannot drift apart.\n"
+                f"{FLAG} = {PARSER}(self.spec_algorithm, {hf_config})\n"
+                f"{LAYER_IDS} = get_eagle_aux_hidden_state_layer_ids({hf_config})\n",
+                column,
+            )
+            new[0] = new[0].with_changes(leading_lines=body[start].leading_lines)
+            body[start : index + 1] = new
+            return updated_node.with_changes(body=body)
+        return updated_node
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        scope = self.scope
+        updated_node = super().leave_FunctionDef(original_node, updated_node)
+        if scope == TARGET_CAPTURE[1] and not self.found:
+            raise self.fail(original_node, f"{scope}: the target's eagle_config parsing was not found")
+        return updated_node
+
+
+def _contains_direct(stmt: cst.CSTNode, predicate) -> bool:
+    """``predicate`` holds for a small statement of this line (not in nested blocks)."""
+    return isinstance(stmt, cst.SimpleStatementLine) and any(predicate(s) for s in stmt.body)
