@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from conftest import REPO
+from sglang_eagle_sizing.sites import SITE_FILES
 from sglang_eagle_sizing.cli import main as cli_main
 
 HOOK_ID = "sglang-eagle-sizing-check"
@@ -32,9 +33,9 @@ def hook() -> dict:
 def test_the_hook_is_declared_as_the_brief_says(hook):
     assert hook["language"] == "python"
     assert hook["pass_filenames"] is False
-    assert hook.get("always_run") is True or re.search(
-        hook["files"], "python/sglang/srt/speculative/eagle_worker.py"
-    )
+    # every file that holds a site triggers it
+    for file in SITE_FILES:
+        assert hook.get("always_run") is True or re.search(hook["files"], "python/sglang/srt/" + file), file
     assert hook["entry"].split()[:2] == ["sglang-eagle-sizing", "check"]
     assert hook.get("name")
 
