@@ -12,8 +12,9 @@ import importlib.util
 import sys
 
 from . import __version__, transaction
-from .engine import RewriteError
-from .patch import TreeReport, check_tree, rewrite_tree
+from .engine import FindingsCache, RewriteError, check_source, default_cache_dir
+from .patch import TreeReport, _missing, rewrite_tree
+from .rules import RULES
 from .tree import SglangTree, TreeError
 
 OK, WORK_TO_DO, ERROR = 0, 1, 2
@@ -35,7 +36,9 @@ def _parser() -> argparse.ArgumentParser:
             "EagleDraftInput/EagleDraftExtendInput.hidden_size_for and dtype_for."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}"
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     helps = {
         "check": "exit 1 and list every site not yet routed; change nothing",
@@ -52,13 +55,33 @@ def _parser() -> argparse.ArgumentParser:
             help="an sglang package folder (holding srt/) or a checkout root holding "
             "python/sglang; default: the installed sglang",
         )
+        if name == "check":
+            command.add_argument(
+                "--no-cache",
+                action="store_true",
+                help="check every file again instead of reusing the results kept for "
+                "unchanged files (the cache lives in $SGLANG_EAGLE_SIZING_CACHE_DIR, else "
+                "$XDG_CACHE_HOME/sglang-eagle-sizing or ~/.cache/sglang-eagle-sizing)",
+            )
         if name == "apply":
-            command.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+            command.add_argument(
+                "-q", "--quiet", action="store_true", help="print nothing on success"
+            )
+            command.add_argument(
+                "--force",
+                action="store_true",
+                help="re-patch files edited by hand since the last apply (refused without "
+                "it); each edited file is first saved to .eagle-sizing-backup/edited/. Never "
+                "forces past a site the rules cannot rewrite, an unknown site or another "
+                "SGLang version",
+            )
         if name == "revert":
             command.add_argument(
                 "--force",
                 action="store_true",
-                help="restore the saved originals even over files edited since apply",
+                help="restore the saved originals even over files edited by hand since apply "
+                "(refused without it); each edited file is first saved to "
+                ".eagle-sizing-edited/ next to srt/, which revert leaves in place",
             )
     for name, module_name in MODULE_COMMANDS.items():
         if importlib.util.find_spec(module_name) is None:
@@ -88,46 +111,102 @@ def main(argv: list[str] | None = None) -> int:
     try:
         tree = SglangTree.locate(args.path)
         if args.command == "check":
-            report = check_tree(tree)
-            for finding in report.unrouted:
-                print(finding.format())
-            _print_problems(report, sys.stdout)
-            return OK if report.routed else WORK_TO_DO
-        if args.command == "revert":
-            with transaction.locked(tree):
-                transaction.revert(tree, force=args.force)
-            return OK
-        with transaction.locked(tree) if args.command == "apply" else _nothing():
-            report = rewrite_tree(tree)
-            if report.unknown or report.missing:
-                print("error: sizing sites the rules cannot handle; nothing written:", file=sys.stderr)
-                _print_problems(report, sys.stderr)
-                return ERROR
-            if args.command == "diff":
-                for result in report.changed:
-                    sys.stdout.write(result.unified_diff(prefix="srt/"))
-                return OK
-            transaction.apply(tree, report.changed)
-        if not args.quiet:
-            for finding in report.unrouted:
-                print(f"routed  {finding.format()}")
-            sites = [f for f in report.unrouted if f.label in ("decode", "extend")]
-            if report.changed:
-                print(
-                    f"{len(sites)} sizing sites routed, {len(report.unrouted) - len(sites)} "
-                    f"other changes, in {len(report.changed)} files of {tree.srt}"
-                )
-            else:
-                print(f"nothing to do: every sizing site of {tree.srt} is routed")
-        return OK
+            return _check(tree, use_cache=not args.no_cache)
+        if args.command == "diff":
+            return _diff(tree)
+        with transaction.locked(tree):
+            found = transaction.describe(tree)
+            interrupted = transaction.recover(tree)
+            if interrupted is not None:
+                print(f"{found}: finished it", file=sys.stderr)
+                if interrupted.operation == args.command:
+                    return OK
+            if args.command == "revert":
+                return _revert(tree, force=args.force)
+            return _apply(tree, force=args.force, quiet=args.quiet)
     except (TreeError, RewriteError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ERROR
 
 
-class _nothing:
-    def __enter__(self):
-        return self
+def _check(tree: SglangTree, use_cache: bool) -> int:
+    interrupted = transaction.describe(tree)
+    if interrupted is not None:
+        print(
+            f"{interrupted}: apply finishes it (or revert rolls it back)",
+            file=sys.stderr,
+        )
+    cache = FindingsCache(default_cache_dir()) if use_cache else None
+    findings = [
+        f
+        for file in tree.files()
+        for f in check_source(file, tree.read(file), RULES, cache)
+    ]
+    report = TreeReport(tree, findings, _missing(findings))
+    for finding in report.unrouted:
+        print(finding.format())
+    _print_problems(report, sys.stdout)
+    return OK if report.routed and interrupted is None else WORK_TO_DO
 
-    def __exit__(self, *exc):
-        return False
+
+def _rewrite(tree: SglangTree) -> TreeReport | None:
+    """What apply would write, or None (after saying why on stderr) if it must not."""
+    report = rewrite_tree(tree)
+    if report.unknown or report.missing:
+        print(
+            "error: sizing sites the rules cannot handle; nothing written:",
+            file=sys.stderr,
+        )
+        _print_problems(report, sys.stderr)
+        return None
+    return report
+
+
+def _diff(tree: SglangTree) -> int:
+    interrupted = transaction.describe(tree)
+    if interrupted is not None:
+        raise TreeError(
+            f"{interrupted}: run apply to finish it (or revert) before diff"
+        )
+    report = _rewrite(tree)
+    if report is None:
+        return ERROR
+    for result in report.changed:
+        sys.stdout.write(result.unified_diff(prefix="srt/"))
+    return OK
+
+
+def _apply(tree: SglangTree, force: bool, quiet: bool) -> int:
+    report = _rewrite(tree)
+    if report is None:
+        return ERROR
+    for file in transaction.apply(tree, report.changed, force=force):
+        print(
+            f"{tree.srt / file}: edited since apply; saved to {transaction.BACKUP_DIR}/"
+            f"{transaction.EDITED}/{file} and patched again",
+            file=sys.stderr,
+        )
+    if quiet:
+        return OK
+    for finding in report.unrouted:
+        print(f"routed  {finding.format()}")
+    sites = [f for f in report.unrouted if f.label in ("decode", "extend")]
+    if report.changed:
+        print(
+            f"{len(sites)} sizing sites routed, {len(report.unrouted) - len(sites)} "
+            f"other changes, in {len(report.changed)} files of {tree.srt}"
+        )
+    else:
+        print(f"nothing to do: every sizing site of {tree.srt} is routed")
+    return OK
+
+
+def _revert(tree: SglangTree, force: bool) -> int:
+    reverted = transaction.revert(tree, force=force)
+    for file in reverted.edited:
+        saved = tree.package / transaction.EDITED_DIR / file
+        print(
+            f"{tree.srt / file}: edited since apply; the edited file is kept in {saved}",
+            file=sys.stderr,
+        )
+    return OK

@@ -33,7 +33,9 @@ class SglangTree:
         if path is None:
             spec = importlib.util.find_spec("sglang")
             if spec is None or not spec.submodule_search_locations:
-                raise TreeError("no installed sglang found; pass the path of an SGLang tree")
+                raise TreeError(
+                    "no installed sglang found; pass the path of an SGLang tree"
+                )
             return cls._checked(Path(list(spec.submodule_search_locations)[0]))
         root = Path(path)
         if not root.exists():
@@ -53,9 +55,15 @@ class SglangTree:
         tree = cls(package.resolve())
         missing = [f for f in SITE_FILES if not (tree.srt / f).is_file()]
         if missing:
-            raise TreeError(f"{tree.srt / missing[0]}: missing; not an SGLang {KNOWN_VERSION} tree")
+            raise TreeError(
+                f"{tree.srt / missing[0]}: missing; not an SGLang {KNOWN_VERSION} tree"
+            )
         version = tree.version()
-        if version is not None and version.split("+")[0] != KNOWN_VERSION and not version.startswith(KNOWN_VERSION + "."):
+        if (
+            version is not None
+            and version.split("+")[0] != KNOWN_VERSION
+            and not version.startswith(KNOWN_VERSION + ".")
+        ):
             raise TreeError(
                 f"{tree.package / 'version.py'}: SGLang {version}; the rules know {KNOWN_VERSION}"
             )
@@ -65,11 +73,19 @@ class SglangTree:
         version_file = self.package / "version.py"
         if not version_file.is_file():
             return None
-        module = ast.parse(version_file.read_text(encoding="utf-8"))
+        try:
+            module = ast.parse(version_file.read_bytes().decode("utf-8"))
+        except (OSError, UnicodeDecodeError, SyntaxError) as exc:
+            raise TreeError(
+                f"{version_file}: cannot read the SGLang version ({exc})"
+            ) from None
         for node in module.body:
             if (
                 isinstance(node, ast.Assign)
-                and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)
+                and any(
+                    isinstance(t, ast.Name) and t.id == "__version__"
+                    for t in node.targets
+                )
                 and isinstance(node.value, ast.Constant)
             ):
                 return str(node.value.value)
@@ -84,11 +100,26 @@ class SglangTree:
             relative = f"speculative/{path.name}"
             if relative in files:
                 continue
-            text = path.read_bytes().decode("utf-8")
+            text = self._text(path)
             if "hidden_size" in text or "create_idle_input" in text:
                 files.add(relative)
         return sorted(files)
 
     def read(self, file: str) -> str:
+        return self._text(self.srt / file)
+
+    @staticmethod
+    def _text(path: Path) -> str:
         # Bytes, not read_text: no newline translation, so a revert is byte-exact.
-        return (self.srt / file).read_bytes().decode("utf-8")
+        try:
+            return path.read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            raise TreeError(f"{path}: missing; nothing written") from None
+        except OSError as exc:
+            raise TreeError(
+                f"{path}: cannot read ({exc.strerror}); nothing written"
+            ) from None
+        except UnicodeDecodeError as exc:
+            raise TreeError(
+                f"{path}: not UTF-8 (byte {exc.start}); not an SGLang source file, nothing written"
+            ) from None

@@ -1,0 +1,326 @@
+"""apply and revert interrupted at every write point: nothing is lost, the next run finishes.
+
+Every change ``transaction`` makes to the disk goes through ``transaction._FS`` (write a
+temporary file, rename, remove, make a folder, remove a folder). A dry run counts those calls;
+then, for each index, a forked process runs the command and is SIGKILLed (or gets a full-disk
+``OSError``) at exactly that call. Each time, every file must hold its pristine or its patched
+bytes, the whole tree must be one or the other unless a journal says a run was interrupted,
+and the next command must say what it found and finish the job.
+
+The tree is small (``version.py`` and the files ``SglangTree.files()`` lists, from the release
+wheel) and the rewrite is computed once per tree state (``rewrite_tree`` memoized), so each
+forked run only does what is under test: the transaction.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import shutil
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sglang_eagle_sizing import cli, patch, transaction
+from sglang_eagle_sizing.tree import SglangTree
+
+PRIMITIVES = ("write_temp", "replace", "unlink", "mkdir", "rmtree")
+
+
+def small_copy(pristine: Path, target: Path) -> Path:
+    """``version.py`` and the files the rules read, nothing else."""
+    for file in SglangTree.locate(pristine).files():
+        (target / "srt" / file).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(pristine / "srt" / file, target / "srt" / file)
+    shutil.copy2(pristine / "version.py", target / "version.py")
+    return target
+
+
+def srt_digest(package: Path, temporary: bool = True) -> dict[str, str]:
+    """Every file under srt/ (a stray temporary file shows up too, unless ``temporary`` is
+    False)."""
+    return {
+        str(p.relative_to(package)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted((package / "srt").rglob("*"))
+        if p.is_file() and (temporary or not p.name.endswith(".tmp"))
+    }
+
+
+def reset(package: Path, source: Path) -> None:
+    shutil.rmtree(package)
+    shutil.copytree(source, package)
+
+
+class Fault:
+    """Wraps the writing primitives: counts calls, and strikes at call ``at``."""
+
+    def __init__(self, mode: str, at: int | None = None):
+        self.mode = mode  # "count" | "kill" | "torn" | "raise"
+        self.at = at
+        self.calls: list[str] = []
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        for name in PRIMITIVES:
+            monkeypatch.setattr(
+                transaction._FS,
+                name,
+                self._wrap(name, getattr(transaction._Primitives, name)),
+            )
+
+    def _wrap(self, name: str, real: Callable) -> Callable:
+        def primitive(*args):
+            index = len(self.calls)
+            self.calls.append(name)
+            if index == self.at:
+                self._strike(name, args)
+            return real(*args)
+
+        return primitive
+
+    def _strike(self, name: str, args: tuple) -> None:
+        if self.mode == "raise":
+            target = args[0] if name == "write_temp" else args[-1]
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
+        if self.mode == "torn" and name == "write_temp":
+            folder, file_name, data, _ = args
+            with open(Path(folder) / f".{file_name}.torn.tmp", "wb") as handle:
+                handle.write(data[: len(data) // 2])
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def run_forked(
+    argv: list[str], fault: Fault | None, monkeypatch: pytest.MonkeyPatch
+) -> int | str:
+    """Run the CLI in a forked child; its exit code, or "killed"."""
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 98
+        try:
+            if fault is not None:
+                fault.install(monkeypatch)
+            code = cli.main(argv)
+        except BaseException:  # noqa: BLE001 - reported as exit code 99
+            code = 99
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        assert os.WTERMSIG(status) == signal.SIGKILL
+        return "killed"
+    return os.WEXITSTATUS(status)
+
+
+MEMO: dict[tuple, patch.TreeReport] = {}
+
+
+@pytest.fixture(scope="module")
+def states(pristine, tmp_path_factory):
+    """The small pristine tree and the digests of its pristine and patched bytes."""
+    root = tmp_path_factory.mktemp("fault-states")
+    source = small_copy(pristine, root / "source" / "sglang")
+    patched = root / "patched" / "sglang"
+    shutil.copytree(source, patched)
+    assert cli.main(["apply", "-q", str(patched)]) == 0
+    shutil.rmtree(patched / transaction.BACKUP_DIR)
+    return source, srt_digest(source), srt_digest(patched)
+
+
+@pytest.fixture
+def work(states, tmp_path, monkeypatch):
+    """A fresh small tree at a fixed path; rewrite_tree memoized by content and the check cache
+    filled, both in this process before any fork, so the forked runs only do the transaction.
+    """
+    source, _, _ = states
+    package = tmp_path / "sglang"
+    shutil.copytree(source, package)
+    monkeypatch.setenv(
+        "SGLANG_EAGLE_SIZING_CACHE_DIR", str(source.parent / "check-cache")
+    )
+    real = patch.rewrite_tree
+
+    def rewrite_tree(tree: SglangTree) -> patch.TreeReport:
+        key = tuple(sorted(srt_digest(tree.package).items()))
+        if key not in MEMO:  # the report names another folder; only its files are used
+            MEMO[key] = real(tree)
+        return MEMO[key]
+
+    monkeypatch.setattr(cli, "rewrite_tree", rewrite_tree)
+    assert cli.main(["check", str(package)]) == 1
+    assert cli.main(["apply", "-q", str(package)]) == 0
+    assert cli.main(["check", str(package)]) == 0
+    assert cli.main(["apply", "-q", str(package)]) == 0
+    reset(package, source)
+    return package
+
+
+def count_write_points(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    fault = Fault("count")
+    with monkeypatch.context() as local:
+        fault.install(local)
+        assert cli.main(argv) == 0
+    return fault.calls
+
+
+def assert_each_file_whole(package: Path, pristine: dict, patched: dict) -> None:
+    # A temporary file of the write the kill interrupted may stay (next to its file, named
+    # .NAME.*.tmp, never importable) until the next run removes it; the files themselves are whole.
+    now = srt_digest(package, temporary=False)
+    assert set(now) == set(pristine), "a stray or missing file under srt/"
+    for name, digest in now.items():
+        assert digest in (
+            pristine[name],
+            patched[name],
+        ), f"{name}: neither pristine nor patched"
+
+
+def expected_after_interruption(package: Path, pristine: dict, patched: dict) -> None:
+    """No journal: the whole tree is one state. Journal: each file is whole."""
+    assert_each_file_whole(package, pristine, patched)
+    if transaction.state(SglangTree.locate(package)) != "interrupted":
+        assert srt_digest(package) in (pristine, patched)
+
+
+def test_write_points_are_counted_and_cover_every_primitive(work, monkeypatch):
+    apply_points = count_write_points(["apply", "-q", str(work)], monkeypatch)
+    revert_points = count_write_points(["revert", str(work)], monkeypatch)
+    assert apply_points.count("replace") > len(SglangTree.locate(work).files())
+    assert {"write_temp", "replace", "unlink", "mkdir", "rmtree"} <= set(
+        apply_points
+    ) | set(revert_points)
+
+
+@pytest.mark.parametrize("mode", ["kill", "torn"])
+def test_apply_killed_at_every_write_point(work, states, monkeypatch, capfd, mode):
+    source, pristine, patched = states
+    points = count_write_points(["apply", "-q", str(work)], monkeypatch)
+    strikes = [
+        i for i, name in enumerate(points) if mode == "kill" or name == "write_temp"
+    ]
+    for index in strikes:
+        reset(work, source)
+        assert (
+            run_forked(["apply", "-q", str(work)], Fault(mode, index), monkeypatch)
+            == "killed"
+        )
+        expected_after_interruption(work, pristine, patched)
+        interrupted = transaction.state(SglangTree.locate(work)) == "interrupted"
+        capfd.readouterr()
+        # check says what it found and writes nothing
+        before = srt_digest(work)
+        assert run_forked(["check", str(work)], None, monkeypatch) in (
+            0,
+            1,
+        )
+        err = capfd.readouterr().err
+        assert ("interrupted apply" in err) == interrupted, (index, err)
+        assert srt_digest(work) == before
+        if mode == "torn":  # revert right away: finishes the apply, then reverts
+            started = transaction.state(SglangTree.locate(work)) != "pristine"
+            assert run_forked(["revert", str(work)], None, monkeypatch) == (
+                0 if started else 2
+            )
+            assert srt_digest(work) == pristine, index
+            continue
+        # the next apply finishes the job
+        assert run_forked(["apply", "-q", str(work)], None, monkeypatch) == 0, index
+        assert srt_digest(work) == patched, index
+        assert transaction.state(SglangTree.locate(work)) == "patched"
+        assert ("interrupted apply" in capfd.readouterr().err) == interrupted
+        # and what it saved reverts to the pristine bytes
+        assert run_forked(["revert", str(work)], None, monkeypatch) == 0, index
+        assert srt_digest(work) == pristine, index
+
+
+def test_revert_killed_at_every_write_point(work, states, monkeypatch, capfd):
+    source, pristine, patched = states
+    assert cli.main(["apply", "-q", str(work)]) == 0
+    applied = work.parent / "applied"
+    shutil.copytree(work, applied)
+    points = count_write_points(["revert", str(work)], monkeypatch)
+    assert len(points) > 0
+    for index in range(len(points)):
+        reset(work, applied)
+        assert (
+            run_forked(["revert", str(work)], Fault("kill", index), monkeypatch)
+            == "killed"
+        )
+        expected_after_interruption(work, pristine, patched)
+        interrupted = transaction.state(SglangTree.locate(work)) == "interrupted"
+        capfd.readouterr()
+        code = run_forked(["revert", str(work)], None, monkeypatch)
+        err = capfd.readouterr().err
+        assert ("interrupted revert" in err) == interrupted, (index, err)
+        if code == 2:  # killed after the revert was complete: nothing left to revert
+            assert "nothing to revert" in err, (index, err)
+        else:
+            assert code == 0, (index, err)
+        assert srt_digest(work) == pristine, index
+        # and the tree can be patched again
+        assert run_forked(["apply", "-q", str(work)], None, monkeypatch) == 0
+        assert srt_digest(work) == patched, index
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_full_disk_at_every_write_point_rolls_back_or_completes(
+    work, states, monkeypatch, capfd, command
+):
+    source, pristine, patched = states
+    if command == "revert":
+        assert cli.main(["apply", "-q", str(work)]) == 0
+        start = work.parent / "applied"
+        shutil.copytree(work, start)
+    else:
+        start = source
+    argv = [command, str(work)]
+    points = count_write_points(argv, monkeypatch)
+    before_state, done_state = (
+        (pristine, patched) if command == "apply" else (patched, pristine)
+    )
+    for index in range(len(points)):
+        reset(work, start)
+        capfd.readouterr()
+        code = run_forked(argv, Fault("raise", index), monkeypatch)
+        err = capfd.readouterr().err
+        if (
+            code == 0
+        ):  # only the removal of leftovers failed, after the run was complete
+            assert (
+                srt_digest(work) == done_state
+                and transaction.state(SglangTree.locate(work)) != "interrupted"
+            )
+            continue
+        assert code == 2, (index, code, err)
+        lines = err.strip().splitlines()
+        assert (
+            len(lines) == 1
+            and lines[0].startswith("error: ")
+            and "No space left" in lines[0]
+        ), lines
+        now = srt_digest(work)
+        # rolled back, or every file written and only the bookkeeping failed
+        assert now in (before_state, done_state), index
+        if now == done_state:
+            assert f"run {command} again" in err, err
+        assert run_forked(argv, None, monkeypatch) in (0, 2)
+        assert srt_digest(work) == done_state, index
+
+
+def test_no_write_point_left_unwrapped(work, monkeypatch):
+    """Any other way of writing would escape the fault tests: the module writes only through
+    the primitives (a full disk on every primitive leaves the tree untouched)."""
+
+    def refuse(*args):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(args[-1]))
+
+    for name in PRIMITIVES:
+        monkeypatch.setattr(transaction._FS, name, refuse)
+    before = {str(p): p.stat().st_mtime_ns for p in work.rglob("*")}
+    assert cli.main(["apply", "-q", str(work)]) == 2
+    assert {
+        str(p): p.stat().st_mtime_ns
+        for p in work.rglob("*")
+        if p.name != transaction.LOCK
+    } == {k: v for k, v in before.items()}
