@@ -25,9 +25,10 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable, Sequence
+from typing import Any, ClassVar
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -68,10 +69,10 @@ class _SyntacticStart:
     """Context manager of ``record_syntactic_position``: the node starts where its syntax does
     (or where ``start_node`` does), not where its leading whitespace does."""
 
-    __slots__ = ("state", "node", "start_node", "start")
+    __slots__ = ("node", "start", "start_node", "state")
 
     def __init__(
-        self, state: "_StartsState", node: cst.CSTNode, start_node: cst.CSTNode | None
+        self, state: _StartsState, node: cst.CSTNode, start_node: cst.CSTNode | None
     ):
         self.state = state
         self.node = node
@@ -500,7 +501,7 @@ def check_source(
     file: str,
     text: str,
     rules: Sequence[type[Rule]],
-    cache: "FindingsCache | None" = None,
+    cache: FindingsCache | None = None,
 ) -> list[Finding]:
     """What each rule finds in the original file, without rewriting it."""
     if cache is not None:
