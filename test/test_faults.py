@@ -23,7 +23,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from sglang_eagle_sizing import cli, patch, transaction
 from sglang_eagle_sizing.tree import SglangTree
 
@@ -235,7 +234,7 @@ def test_apply_killed_at_every_write_point(work, states, monkeypatch, capfd, mod
 
 
 def test_revert_killed_at_every_write_point(work, states, monkeypatch, capfd):
-    source, pristine, patched = states
+    _, pristine, patched = states
     assert cli.main(["apply", "-q", str(work)]) == 0
     applied = work.parent / "applied"
     shutil.copytree(work, applied)

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Run every benchmark and print its figures (see docs/benchmarks.md for recorded results).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-.venv/bin/python}
+echo "### classmethods";  "$PY" benchmark/classmethods.py
+echo "### cli speed";     "$PY" benchmark/cli_speed.py
+echo "### graph memory";  "$PY" benchmark/graph_memory.py
