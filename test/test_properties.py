@@ -35,7 +35,6 @@ def test_engine_positions_equal_libcst_position_provider_on_every_node(pristine)
     the rules read: findings keep the file's own line numbers."""
     import libcst as cst
     from libcst.metadata import MetadataWrapper, PositionProvider
-
     from sglang_eagle_sizing.engine import _Positions
     from sglang_eagle_sizing.tree import SglangTree
 
