@@ -18,7 +18,6 @@ import pytest
 from conftest import DATA, REPO
 from sglang_eagle_sizing.configs import ConfigError, load_pair
 from sglang_eagle_sizing.report import Trees, build_for_pair, infer_algorithm
-from sglang_eagle_sizing.sites import Phase
 from sglang_eagle_sizing.tree import SglangTree
 
 PAIRS = sorted(p.name for p in DATA.iterdir() if (p / "draft").is_dir())

@@ -12,9 +12,8 @@ import importlib.util
 import sys
 
 from . import __version__, transaction
-from .engine import FindingsCache, RewriteError, check_source, default_cache_dir
-from .patch import TreeReport, _missing, rewrite_tree
-from .rules import RULES
+from .engine import FindingsCache, RewriteError, default_cache_dir
+from .patch import TreeReport, check_tree, rewrite_tree
 from .tree import SglangTree, TreeError
 
 OK, WORK_TO_DO, ERROR = 0, 1, 2
@@ -137,12 +136,7 @@ def _check(tree: SglangTree, use_cache: bool) -> int:
             file=sys.stderr,
         )
     cache = FindingsCache(default_cache_dir()) if use_cache else None
-    findings = [
-        f
-        for file in tree.files()
-        for f in check_source(file, tree.read(file), RULES, cache)
-    ]
-    report = TreeReport(tree, findings, _missing(findings))
+    report = check_tree(tree, cache)
     for finding in report.unrouted:
         print(finding.format())
     _print_problems(report, sys.stdout)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .engine import FileResult, Finding, check_source, rewrite_source
+from .engine import FileResult, Finding, FindingsCache, check_source, rewrite_source
 from .rules import RULES
 from .sites import SITES, Site
 from .tree import SglangTree
@@ -43,10 +43,12 @@ def _missing(findings: list[Finding]) -> list[Site]:
     return [site for site in SITES if site.key not in seen]
 
 
-def check_tree(tree: SglangTree) -> TreeReport:
+def check_tree(tree: SglangTree, cache: FindingsCache | None = None) -> TreeReport:
+    """What each rule finds in the tree, rewriting nothing; ``cache`` reuses the findings of
+    files whose bytes it has seen."""
     findings: list[Finding] = []
     for file in tree.files():
-        findings.extend(check_source(file, tree.read(file), RULES))
+        findings.extend(check_source(file, tree.read(file), RULES, cache))
     return TreeReport(tree, findings, _missing(findings))
 
 

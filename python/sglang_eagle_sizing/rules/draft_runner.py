@@ -3,7 +3,6 @@ so ``get_draft_runner`` resolves it like every other v2 draft worker."""
 
 from __future__ import annotations
 
-import libcst as cst
 
 from ..engine import Finding, Rule
 from ..sites import DRAFT_RUNNER_WORKERS
