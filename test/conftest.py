@@ -14,28 +14,20 @@ from pathlib import Path
 import pytest
 
 from sglang_eagle_sizing.cli import main as cli_main
+from sglang_eagle_sizing.wheel import cached_release_wheel
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
 SUPPORT = Path(__file__).resolve().parent / "support"
-CACHE = Path(os.environ.get("SGLANG_EAGLE_SIZING_CACHE", REPO / ".cache"))
+# The tests keep downloads in the checkout's .cache unless told otherwise.
+os.environ.setdefault("SGLANG_EAGLE_SIZING_CACHE", str(REPO / ".cache"))
+CACHE = Path(os.environ["SGLANG_EAGLE_SIZING_CACHE"])
 SGLANG_VERSION = "0.5.11"
 
 
 def release_wheel() -> Path:
     """The sglang 0.5.11 wheel from PyPI, downloaded once into the cache."""
-    wheels = CACHE / "wheels"
-    found = sorted(wheels.glob(f"sglang-{SGLANG_VERSION}-*.whl"))
-    if not found:
-        wheels.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-             f"sglang=={SGLANG_VERSION}", "-d", str(wheels)],
-            check=True,
-        )
-        found = sorted(wheels.glob(f"sglang-{SGLANG_VERSION}-*.whl"))
-    assert found, "pip download did not produce the sglang wheel"
-    return found[0]
+    return cached_release_wheel()
 
 
 @pytest.fixture(scope="session")

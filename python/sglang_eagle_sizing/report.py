@@ -99,19 +99,9 @@ def _copy_site_files(sources: dict[str, str], into: Path) -> Path:
 
 
 def _release_sources() -> dict[str, str]:
-    import subprocess
+    from .wheel import cached_release_wheel
 
-    cache = Path.home() / ".cache" / "sglang-eagle-sizing" / "wheels"
-    wheels = sorted(cache.glob(f"sglang-{KNOWN_VERSION}-*.whl"))
-    if not wheels:
-        cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-             f"sglang=={KNOWN_VERSION}", "-d", str(cache)],
-            check=True,
-        )
-        wheels = sorted(cache.glob(f"sglang-{KNOWN_VERSION}-*.whl"))
-    with zipfile.ZipFile(wheels[0]) as wheel:
+    with zipfile.ZipFile(cached_release_wheel()) as wheel:
         return {f: wheel.read(f"sglang/srt/{f}").decode("utf-8") for f in SITE_FILES}
 
 
