@@ -22,6 +22,12 @@ def rewrite(file, source, *rules):
     return result.new_text, result.findings
 
 
+def assert_idempotent(file, after, *rules):
+    """A second run changes nothing and finds the site routed."""
+    again, findings = rewrite(file, after, *rules)
+    assert again == after and findings[0].status == Finding.ROUTED
+
+
 def test_idle_input_decode_site():
     before = """
     class EAGLEWorker:
@@ -38,8 +44,7 @@ def test_idle_input_decode_site():
     assert "dtype=EagleDraftInput.dtype_for(self)," in after
     assert "topk=self.topk," in after
     assert [(f.line, f.label, f.status) for f in findings] == [(4, "decode", "unrouted")]
-    again, findings = rewrite("speculative/eagle_worker.py", after, IdleInputRule)
-    assert again == after and findings[0].status == Finding.ROUTED
+    assert_idempotent("speculative/eagle_worker.py", after, IdleInputRule)
 
 
 def test_idle_input_v2_site_uses_the_draft_worker():
@@ -132,8 +137,7 @@ def test_extend_idle_input_moves_out_of_the_if_and_covers_verify_made_inputs():
     """
     assert after == textwrap.dedent(expected)
     assert [(f.line, f.status) for f in findings] == [(13, "unrouted")]
-    again, findings = rewrite("speculative/eagle_worker.py", after, ExtendIdleRule)
-    assert again == after and findings[0].status == Finding.ROUTED
+    assert_idempotent("speculative/eagle_worker.py", after, ExtendIdleRule)
 
 
 def test_buffer_branches_collapse_into_one_routed_buffer():
