@@ -25,6 +25,16 @@ CACHE = Path(os.environ["SGLANG_EAGLE_SIZING_CACHE"])
 SGLANG_VERSION = "0.5.11"
 
 
+def config_json(folder: Path) -> dict:
+    """A config folder's config.json, read as plain JSON (independently of SGLang)."""
+    return json.loads((folder / "config.json").read_text())
+
+
+def hidden_size_in(config: dict) -> int:
+    """``hidden_size``, top-level or under ``text_config`` (gemma-3)."""
+    return config.get("hidden_size") or config["text_config"]["hidden_size"]
+
+
 def release_wheel() -> Path:
     """The sglang 0.5.11 wheel from PyPI, downloaded once into the cache."""
     return cached_release_wheel()

@@ -8,14 +8,13 @@ from the config.json files alone.
 
 from __future__ import annotations
 
-import json
 import logging
 import warnings
 from pathlib import Path
 
 import pytest
 
-from conftest import DATA, REPO
+from conftest import DATA, REPO, config_json, hidden_size_in
 from sglang_eagle_sizing.configs import ConfigError, load_pair
 from sglang_eagle_sizing.report import Trees, build_for_pair, infer_algorithm
 from sglang_eagle_sizing.tree import SglangTree
@@ -24,14 +23,6 @@ PAIRS = sorted(p.name for p in DATA.iterdir() if (p / "draft").is_dir())
 NOT_LOADABLE = {"gpt-oss-20b__nm-testing-speculators-eagle3"}
 # STANDALONE: a smaller model of the same family drafts for the target, no EAGLE head.
 STANDALONE = ("qwen3-4b__specforge-eagle3/target", "qwen3-30b-a3b__specforge-moe-draft-eagle3/target")
-
-
-def _config(folder: Path) -> dict:
-    return json.loads((folder / "config.json").read_text())
-
-
-def _hidden(config: dict) -> int:
-    return config.get("hidden_size") or config["text_config"]["hidden_size"]
 
 
 @pytest.fixture(scope="module")
@@ -88,18 +79,18 @@ def test_idle_inputs_and_buffers_of_a_phase_agree(reports, name):
 def produced_width(name: str, report: dict) -> int:
     """What the target emits for the draft-extend forward, from the config files."""
     if name == "standalone":
-        return _hidden(_config(DATA / STANDALONE[0]))  # the draft model does not read it
-    draft, target = _config(DATA / name / "draft"), _config(DATA / name / "target")
+        return hidden_size_in(config_json(DATA / STANDALONE[0]))  # the draft model does not read it
+    draft, target = config_json(DATA / name / "draft"), config_json(DATA / name / "target")
     eagle_config = draft.get("eagle_config") or {}
     if report["eagle_use_aux_hidden_state"]:
         num_aux = len(eagle_config.get("eagle_aux_hidden_state_layer_ids") or [1, 2, 3])
-        return num_aux * _hidden(target)
-    return _hidden(target)  # one hidden state (hc_mult is 1 for every shared target)
+        return num_aux * hidden_size_in(target)
+    return hidden_size_in(target)  # one hidden state (hc_mult is 1 for every shared target)
 
 
 @pytest.mark.parametrize("name", sorted(set(PAIRS) - NOT_LOADABLE))
 def test_extend_width_is_what_the_target_produces_and_the_drafter_accepts(reports, name, pristine):
-    draft = _config(DATA / name / "draft")
+    draft = config_json(DATA / name / "draft")
     report = reports[name]
     produced = produced_width(name, report)
     extend = {r["width"] for r in report["sites"] if r["phase"] == "extend" and not r["rebuilt_by_worker"]}
@@ -198,7 +189,7 @@ def _target_capture(srt: Path, draft_model_config, eagle_info):
 
 EAGLE3_PAIRS = sorted(
     name for name in set(PAIRS) - NOT_LOADABLE
-    if any("Eagle3" in a for a in _config(DATA / name / "draft").get("architectures", []))
+    if any("Eagle3" in a for a in config_json(DATA / name / "draft").get("architectures", []))
 )
 
 

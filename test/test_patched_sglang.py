@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from conftest import DATA, SUPPORT, probe_json, run_python
+from conftest import DATA, SUPPORT, config_json, hidden_size_in, probe_json, run_python
 
 # (case name, pair folder or (draft folder, target folder), algorithm)
 CASES = [
@@ -40,32 +40,24 @@ def _folders(pair):
     return DATA / pair / "draft", DATA / pair / "target"
 
 
-def _config(folder):
-    return json.loads((folder / "config.json").read_text())
-
-
-def _hidden(config):
-    return config.get("hidden_size") or config["text_config"]["hidden_size"]
-
-
 def _dtype(config):
     return TORCH_DTYPES[config.get("torch_dtype") or config.get("dtype") or config["text_config"]["torch_dtype"]]
 
 
 def expected(pair, algorithm):
     draft_folder, target_folder = _folders(pair)
-    draft, target = _config(draft_folder), _config(target_folder)
+    draft, target = config_json(draft_folder), config_json(target_folder)
     eagle_config = draft.get("eagle_config") or {}
     aux = algorithm == "EAGLE3" and eagle_config.get("use_aux_hidden_state", True)
     if aux:
-        extend = _hidden(target) * len(eagle_config.get("eagle_aux_hidden_state_layer_ids") or [0, 0, 0])
+        extend = hidden_size_in(target) * len(eagle_config.get("eagle_aux_hidden_state_layer_ids") or [0, 0, 0])
     elif algorithm == "STANDALONE":
-        extend = _hidden(draft)
+        extend = hidden_size_in(draft)
     else:
-        extend = _hidden(target)
+        extend = hidden_size_in(target)
     return {
         "aux": bool(aux),
-        "decode_width": _hidden(draft),
+        "decode_width": hidden_size_in(draft),
         "decode_dtype": _dtype(draft),
         "extend_width": extend,
         "extend_dtype": _dtype(draft),

@@ -25,7 +25,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -529,10 +529,6 @@ def rewrite_source(file: str, text: str, rules: Sequence[type[Rule]]) -> FileRes
             if rule_type in work or rule_type.follows_others:
                 module = _run(rule_type, file, module)[0]
     return FileResult(file, text, module.code, _sorted(found))
-
-
-def needs_work(findings: Iterable[Finding]) -> list[Finding]:
-    return [f for f in findings if f.status != Finding.ROUTED]
 
 
 # -- the check cache ------------------------------------------------------------------

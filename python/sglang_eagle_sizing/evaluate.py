@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
-from .sites import SITES, Kind, Phase, Site
+from .sites import SITES, Kind, Site
 
 #: Which sites each worker kind reaches (file, scope).
 WORKER_KINDS: dict[str, tuple[str, ...]] = {
@@ -71,7 +71,7 @@ ROLES = {
     "Scheduler": "scheduler",
 }
 
-ALGORITHMS_BY_KIND = {
+WORKER_KINDS_BY_ALGORITHM = {
     "EAGLE": tuple(WORKER_KINDS),
     "EAGLE3": tuple(WORKER_KINDS),
     "STANDALONE": ("v1", "v2"),
@@ -307,7 +307,7 @@ def evaluate_tree(srt: Path, pair, algorithm_name: str, settings, use_aux: bool 
         use_aux = parse(algorithm, pair.draft.hf_config)
     modules: dict[str, ast.Module] = {}
     values: list[SiteValue] = []
-    for kind in ALGORITHMS_BY_KIND[algorithm_name]:
+    for kind in WORKER_KINDS_BY_ALGORITHM[algorithm_name]:
         objects = make_objects(kind, algorithm, pair.draft, pair.target, use_aux, settings)
         for site in SITES:
             if site.scope not in WORKER_KINDS[kind]:
@@ -359,7 +359,3 @@ def _live(occurrence: _Occurrence, namespace: dict) -> bool:
         except Exception:
             continue
     return True
-
-
-def phase_values(values: list[SiteValue], phase: Phase, kind: str) -> list[SiteValue]:
-    return [v for v in values if v.site.phase is phase and v.worker_kind == kind]

@@ -106,7 +106,3 @@ def has_comment(stmt: cst.BaseStatement, text: str) -> bool:
         line.comment is not None and text in line.comment.value
         for line in getattr(stmt, "leading_lines", ())
     )
-
-
-def blank_line_before(stmt: cst.BaseStatement, count: int = 1) -> cst.BaseStatement:
-    return stmt.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * count)
