@@ -52,8 +52,6 @@ class Site:
     kind: Kind
     #: the expression, at the site, of the worker the classmethods resolve
     worker: str
-    #: how many sites of this shape the scope holds
-    count: int = 1
     note: str = ""
 
     @property
@@ -111,7 +109,6 @@ SITES: tuple[Site, ...] = (
         Phase.EXTEND,
         Kind.DETACHED_IDLE_INPUT,
         worker="",
-        count=2,
         note="all-idle batch; all requests finished",
     ),
     # CUDA-graph buffers.
@@ -128,7 +125,6 @@ SITES: tuple[Site, ...] = (
         Phase.EXTEND,
         Kind.BUFFER,
         worker="self.eagle_worker",
-        count=2,
         note="two branches (EAGLE-3 with aux, otherwise) become one buffer",
     ),
     Site(
@@ -145,7 +141,6 @@ SITES: tuple[Site, ...] = (
         Phase.DECODE,
         Kind.METADATA_BUFFER,
         worker="self.draft_worker",
-        count=2,
         note="decode and prefill servers; a v2 draft_worker resolves to its draft runner",
     ),
     Site(
