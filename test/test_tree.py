@@ -19,9 +19,13 @@ def tree_digest(root: Path) -> dict[str, str]:
     }
 
 
-def test_check_on_pristine_lists_every_inventory_site(pristine, capsys):
+def test_check_on_pristine_lists_every_inventory_site(pristine, capsys, monkeypatch):
+    # paths are printed from where the command runs (here the package's parent)
+    monkeypatch.chdir(pristine.parent)
     assert main(["check", str(pristine)]) == 1
     lines = capsys.readouterr().out.splitlines()
+    assert all(line.startswith("sglang/srt/") for line in lines), lines
+    lines = [line.removeprefix("sglang/srt/") for line in lines]
     listed = {(line.split(":")[0], line.split()[1], line.split()[2]) for line in lines}
     for site in SITES:
         assert (site.file, site.scope, site.phase.value) in listed, site
@@ -65,14 +69,15 @@ def test_revert_restores_original_bytes(tree, pristine):
 def test_diff_is_what_apply_writes(tree, pristine, capsys, tmp_path):
     assert main(["diff", str(tree)]) == 0
     diff = capsys.readouterr().out
-    assert diff.startswith("--- a/srt/")
+    # a package folder's diff names files from its parent: patch -p1 there applies it
+    assert diff.startswith("--- a/sglang/srt/")
     assert "+class EagleDraftExtendInput(EagleDraftInput):" in diff
     # diff changed nothing
     assert tree_digest(tree) == tree_digest(pristine)
     # replaying the diff's + lines file by file gives the applied files
     main(["apply", "-q", str(tree)])
     for chunk in diff.split("--- a/")[1:]:
-        name = chunk.split("\n", 1)[0].removeprefix("srt/")
+        name = chunk.split("\n", 1)[0].removeprefix("sglang/srt/")
         assert not filecmp.cmp(tree / "srt" / name, pristine / "srt" / name, shallow=False), name
 
 
@@ -95,10 +100,12 @@ def test_not_sglang_is_a_one_line_error(tmp_path, capsys):
 
 
 def test_other_version_is_refused_and_nothing_written(tree, capsys):
-    (tree / "version.py").write_text('__version__ = "0.5.12"\n')
+    # release wheels record the version in _version.py (version.py only imports it)
+    (tree / "_version.py").write_text('__version__ = version = "0.5.12"\n')
     before = tree_digest(tree)
     assert main(["apply", str(tree)]) == 2
-    assert "0.5.12" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "SGLang 0.5.12" in err and "_version.py" in err
     assert tree_digest(tree) == before
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import shlex
 import sys
 
 from . import __version__, transaction
-from .engine import FindingsCache, RewriteError, default_cache_dir
+from .engine import Finding, FindingsCache, RewriteError, default_cache_dir
 from .patch import TreeReport, check_tree, rewrite_tree
-from .tree import SglangTree, TreeError
+from .tree import ALLOW_FLAG, KNOWN_VERSION, SglangTree, TreeError, display
 
 OK, WORK_TO_DO, ERROR = 0, 1, 2
 
@@ -52,8 +53,9 @@ def _parser() -> argparse.ArgumentParser:
             nargs="?",
             metavar="PATH",
             help="an sglang package folder (holding srt/) or a checkout root holding "
-            "python/sglang; default: the installed sglang",
+            "python/sglang and test/; default: the installed sglang",
         )
+        add_allow_flag(command)
         if name == "check":
             command.add_argument(
                 "--no-cache",
@@ -70,17 +72,17 @@ def _parser() -> argparse.ArgumentParser:
                 "--force",
                 action="store_true",
                 help="re-patch files edited by hand since the last apply (refused without "
-                "it); each edited file is first saved to .eagle-sizing-backup/edited/. Never "
-                "forces past a site the rules cannot rewrite, an unknown site or another "
-                "SGLang version",
+                "it); each edited file is first saved to the backup folder's edited/ (under "
+                "the git directory of a checkout, else <sglang>/.eagle-sizing-backup/). Never "
+                "forces past a site the rules cannot rewrite or an unknown site",
             )
         if name == "revert":
             command.add_argument(
                 "--force",
                 action="store_true",
                 help="restore the saved originals even over files edited by hand since apply "
-                "(refused without it); each edited file is first saved to "
-                ".eagle-sizing-edited/ next to srt/, which revert leaves in place",
+                "(refused without it); each edited file is first saved (under the git "
+                "directory of a checkout, else <sglang>/.eagle-sizing-edited/) and kept there",
             )
     for name, module_name in MODULE_COMMANDS.items():
         if importlib.util.find_spec(module_name) is None:
@@ -92,11 +94,58 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_allow_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        ALLOW_FLAG,
+        dest="allow_untested_version",
+        action="store_true",
+        help=f"work on a tree whose SGLang version is not {KNOWN_VERSION}, on structure "
+        f"alone (only {KNOWN_VERSION} is tested); a tree carrying upstream's own version of "
+        "the refactor is refused anyway",
+    )
+
+
+def locate(args: argparse.Namespace, path: str | None) -> SglangTree:
+    """The tree a command works on; prints the one-line note on its version, if any."""
+    tree = SglangTree.locate(path, allow_untested_version=args.allow_untested_version)
+    note = tree.version_note()
+    if note:
+        print(note, file=sys.stderr)
+    return tree
+
+
+def fix_command(args: argparse.Namespace) -> str:
+    """The ``apply`` that fixes what ``check`` found, with the PATH as the user gave it."""
+    words = ["sglang-eagle-sizing", "apply"]
+    if args.allow_untested_version:
+        words.append(ALLOW_FLAG)
+    if args.path is not None:
+        words.append(args.path)
+    return " ".join(shlex.quote(word) for word in words)
+
+
+def _where(tree: SglangTree, finding: Finding) -> str:
+    """``path:line`` the user can open from where they ran the command."""
+    return f"{display(tree.srt / finding.file)}:{finding.line}"
+
+
 def _print_problems(report: TreeReport, out) -> None:
+    tree = report.tree
     for finding in report.unknown:
-        print(f"{finding.format()}  unknown {finding.label}", file=out)
+        print(
+            f"{_where(tree, finding)}  {finding.scope}  {finding.label}  unknown "
+            f"{finding.label}",
+            file=out,
+        )
     for site in report.missing:
-        print(f"{site.file}  {site.scope}  {site.phase.value}  not found", file=out)
+        print(
+            f"{display(tree.srt / site.file)}  {site.scope}  {site.phase.value}  not found",
+            file=out,
+        )
+
+
+def _count(number: int, one: str, many: str | None = None) -> str:
+    return f"{number} {one if number == 1 else (many or one + 's')}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,9 +157,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return ERROR
     try:
-        tree = SglangTree.locate(args.path)
+        tree = locate(args, args.path)
         if args.command == "check":
-            return _check(tree, use_cache=not args.no_cache)
+            return _check(tree, args)
         if args.command == "diff":
             return _diff(tree)
         with transaction.locked(tree):
@@ -124,23 +173,57 @@ def main(argv: list[str] | None = None) -> int:
                 return _revert(tree, force=args.force)
             return _apply(tree, force=args.force, quiet=args.quiet)
     except (TreeError, RewriteError) as exc:
+        sys.stdout.flush()
         print(f"error: {exc}", file=sys.stderr)
         return ERROR
 
 
-def _check(tree: SglangTree, use_cache: bool) -> int:
+def _check(tree: SglangTree, args: argparse.Namespace) -> int:
+    """stdout: one line per piece of work; stderr: which tree, what it found, and the
+    command that fixes it."""
     interrupted = transaction.describe(tree)
-    if interrupted is not None:
-        print(
-            f"{interrupted}: apply finishes it (or revert rolls it back)",
-            file=sys.stderr,
-        )
-    cache = FindingsCache(default_cache_dir()) if use_cache else None
+    cache = FindingsCache(default_cache_dir()) if not args.no_cache else None
     report = check_tree(tree, cache)
     for finding in report.unrouted:
-        print(finding.format())
+        print(f"{_where(tree, finding)}  {finding.scope}  {finding.label}")
     _print_problems(report, sys.stdout)
-    return OK if report.routed and interrupted is None else WORK_TO_DO
+    for key in report.tests_to_add:
+        print(f"{display(tree.path(key))}  fork-test  not added")
+    sys.stdout.flush()  # the summary (stderr) comes last, also where both go to one stream
+    if interrupted is not None:
+        print(f"{interrupted}: apply finishes it (or revert rolls it back)", file=sys.stderr)
+    if report.routed and interrupted is None:
+        found = "every sizing site routed"
+        if report.tests_present:
+            found += f", {_count(len(report.tests_present), 'fork test file')} present"
+        print(f"checked {tree.describe()}: {found}", file=sys.stderr)
+        return OK
+    work = []
+    if report.sites_to_route:
+        work.append(f"{_count(len(report.sites_to_route), 'sizing site')} to route")
+    if report.supporting_changes:
+        work.append(
+            f"{_count(len(report.supporting_changes), 'supporting change')} to make"
+        )
+    if report.tests_to_add:
+        work.append(f"{_count(len(report.tests_to_add), 'fork test file')} to add")
+    if report.unknown or report.missing:
+        work.append(
+            f"{_count(len(report.unknown) + len(report.missing), 'sizing site')} the rules "
+            "do not know"
+        )
+    if interrupted is not None:
+        work.append("an interrupted run to finish")
+    print(f"checked {tree.describe()}: {', '.join(work)}", file=sys.stderr)
+    if report.unknown or report.missing:
+        print(
+            "apply refuses a tree with sizing sites the rules do not know (marked unknown "
+            "or not found above); see docs/robustness.md",
+            file=sys.stderr,
+        )
+    else:
+        print(f"to fix, run: {fix_command(args)}", file=sys.stderr)
+    return WORK_TO_DO
 
 
 def _rewrite(tree: SglangTree) -> TreeReport | None:
@@ -165,8 +248,7 @@ def _diff(tree: SglangTree) -> int:
     report = _rewrite(tree)
     if report is None:
         return ERROR
-    for result in report.changed:
-        sys.stdout.write(result.unified_diff(prefix="srt/"))
+    sys.stdout.write(report.diff())
     return OK
 
 
@@ -174,33 +256,50 @@ def _apply(tree: SglangTree, force: bool, quiet: bool) -> int:
     report = _rewrite(tree)
     if report is None:
         return ERROR
-    for file in transaction.apply(tree, report.changed, force=force):
+    for key in transaction.apply(tree, report.changes(), force=force):
         print(
-            f"{tree.srt / file}: edited since apply; saved to {transaction.BACKUP_DIR}/"
-            f"{transaction.EDITED}/{file} and patched again",
+            f"{display(tree.path(key))}: edited since apply; saved to "
+            f"{display(tree.backup_dir / transaction.EDITED / key)} and patched again",
             file=sys.stderr,
         )
     if quiet:
         return OK
-    for finding in report.unrouted:
-        print(f"routed  {finding.format()}")
-    sites = [f for f in report.unrouted if f.label in ("decode", "extend")]
-    if report.changed:
+    for finding in report.sites_to_route:
+        print(f"routed   {_where(tree, finding)}  {finding.scope}  {finding.label}")
+    for finding in report.supporting_changes:
+        print(f"support  {_where(tree, finding)}  {finding.scope}  {finding.label}")
+    for key in report.tests_to_add:
+        print(f"added    {display(tree.path(key))}")
+    if not report.changed and not report.tests_to_add:
         print(
-            f"{len(sites)} sizing sites routed, {len(report.unrouted) - len(sites)} "
-            f"other changes, in {len(report.changed)} files of {tree.srt}"
+            f"nothing to do: {tree.describe()} has every sizing site routed"
+            + (" and its fork tests" if report.tests_present else "")
         )
-    else:
-        print(f"nothing to do: every sizing site of {tree.srt} is routed")
+        return OK
+    done = [
+        f"{_count(len(report.sites_to_route), 'sizing site')} routed",
+        _count(len(report.supporting_changes), "supporting change"),
+    ]
+    if report.tests_to_add:
+        done.append(f"{_count(len(report.tests_to_add), 'fork test file')} added")
+    print(
+        f"applied to {tree.describe()}: {', '.join(done)} "
+        f"({_count(len(report.changed), 'file')} changed)"
+    )
     return OK
 
 
 def _revert(tree: SglangTree, force: bool) -> int:
     reverted = transaction.revert(tree, force=force)
-    for file in reverted.edited:
-        saved = tree.package / transaction.EDITED_DIR / file
+    for key in reverted.edited:
         print(
-            f"{tree.srt / file}: edited since apply; the edited file is kept in {saved}",
+            f"{display(tree.path(key))}: edited since apply; the edited file is kept in "
+            f"{display(tree.kept_edited_dir / key)}",
             file=sys.stderr,
         )
+    restored = len(reverted.restored) - len(reverted.removed)
+    done = [f"{_count(restored, 'file')} restored"]
+    if reverted.removed:
+        done.append(f"{_count(len(reverted.removed), 'fork test file')} removed")
+    print(f"reverted {tree.describe()}: {', '.join(done)}")
     return OK

@@ -445,16 +445,35 @@ class FileResult:
     def changed(self) -> bool:
         return self.old_text != self.new_text
 
-    def unified_diff(self, prefix: str = "") -> str:
-        name = prefix + self.file
-        return "".join(
-            difflib.unified_diff(
-                self.old_text.splitlines(keepends=True),
-                self.new_text.splitlines(keepends=True),
-                fromfile="a/" + name,
-                tofile="b/" + name,
-            )
-        )
+    def unified_diff(self, name: str) -> str:
+        """The diff of this file, named ``name`` (its path from where the diff applies)."""
+        return unified_diff(self.old_text, self.new_text, "a/" + name, "b/" + name)
+
+
+NO_NEWLINE = "\\ No newline at end of file\n"
+
+
+def unified_diff(old: str, new: str, old_name: str, new_name: str) -> str:
+    """A unified diff ``git apply`` and ``patch -p1`` take (``old`` empty and ``old_name``
+    ``/dev/null`` for a new file), marking a last line without newline as they expect."""
+    lines = []
+    for line in difflib.unified_diff(
+        _lines(old),
+        _lines(new),
+        fromfile=old_name,
+        tofile=new_name,
+    ):
+        lines.append(line)
+        if not line.endswith("\n"):
+            lines.append("\n" + NO_NEWLINE)
+    return "".join(lines)
+
+
+def _lines(text: str) -> list[str]:
+    """Lines as git sees them: split at ``\\n`` only (``str.splitlines`` also splits at form
+    feeds and other separators a source file may hold inside a line)."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
 def _parse(file: str, text: str) -> cst.Module:

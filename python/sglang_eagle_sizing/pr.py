@@ -21,7 +21,7 @@ from . import inserted
 from .engine import Finding
 from .patch import SITE_LABELS, TreeReport, rewrite_tree
 from .sites import SITES, Site
-from .tree import KNOWN_VERSION, SglangTree
+from .tree import KNOWN_VERSION
 
 HELP = "print the upstream PR: a Markdown description generated from the site table, then the diff"
 
@@ -89,12 +89,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         metavar="PATH",
         help="an sglang package folder (holding srt/) or a checkout root holding "
-        "python/sglang; default: the installed sglang",
+        "python/sglang and test/; default: the installed sglang",
     )
+    from .cli import add_allow_flag
+
+    add_allow_flag(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    tree = SglangTree.locate(args.path)
+    from .cli import locate
+
+    tree = locate(args, args.path)
     report = rewrite_tree(tree)
     try:
         text = pull_request(report)
@@ -109,8 +114,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def unified_diff(report: TreeReport) -> str:
-    """What ``sglang-eagle-sizing diff`` prints for this tree."""
-    return "".join(result.unified_diff(prefix="srt/") for result in report.changed)
+    """What ``sglang-eagle-sizing diff`` prints for this tree (on a checkout, with the fork's
+    test files it adds)."""
+    return report.diff()
 
 
 def _fenced(text: str, language: str) -> str:
@@ -300,7 +306,7 @@ def pull_request(report: TreeReport) -> str:
         raise PrError(
             f"{report.tree.srt}: sizing sites the rules cannot handle; run check"
         )
-    if not report.changed:
+    if not report.changed and not report.tests_to_add:
         raise PrError(
             f"{report.tree.srt}: every site is already routed; the PR would be empty"
         )

@@ -114,12 +114,13 @@ def tree_sources(tree: SglangTree) -> tuple[dict[str, str], dict[str, str], str]
     if not any_routed:
         pristine, origin = current, f"{tree.srt} (not patched)"
     elif manifest:
-        saved = tree.package / transaction.BACKUP_DIR / "originals"
         pristine = {
-            f: (saved / f).read_text(encoding="utf-8") if f in manifest else text
+            f: transaction.saved_original(tree, tree.key(f)).read_text(encoding="utf-8")
+            if tree.key(f) in manifest
+            else text
             for f, text in current.items()
         }
-        origin = f"{saved} (saved by apply)"
+        origin = f"{transaction.saved_original(tree, '')} (saved by apply)"
     else:
         pristine, origin = _release_sources(), f"the sglang {KNOWN_VERSION} release wheel"
     if report.routed:

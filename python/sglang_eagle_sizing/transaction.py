@@ -1,26 +1,33 @@
 """Writing a patch into a tree, and taking it out again, without losing anything.
 
-Everything lives in ``<sglang>/.eagle-sizing-backup/``:
+Files are named by their path from the tree's root (``SglangTree.root``: the checkout root, or
+the package's parent), so one transaction covers SGLang's files and the fork's test files the
+patch adds (whose original is *absent*: ``None`` below). Everything this module keeps lives in
+the tree's backup folder (``SglangTree.backup_dir``: under the git directory of a git checkout,
+where ``git status`` does not see it; else ``<sglang>/.eagle-sizing-backup/``):
 
-- ``originals/<file>``: the bytes of each file before the first ``apply``;
+- ``originals/<file>``: the bytes of each file before the first ``apply`` (none for an added file);
 - ``patched/<file>``: the bytes ``apply`` wrote (to name the line a later hand edit changed);
-- ``manifest.json``: per file, the SHA-256 of its original and of its patched bytes;
+- ``manifest.json``: per file, the SHA-256 of its original (``null``: absent) and of its patched
+  bytes, and for an added file the folders ``apply`` created for it;
 - ``journal.json``: only while a run replaces files (see below);
 - ``edited/<file>``: a hand-edited file ``--force`` replaced, kept for the user.
 
 A run that replaces files is a transaction. It first stages every byte it will need (originals,
 the new contents) in the backup folder, then writes ``journal.json`` (file by file: SHA-256 and
-stored copy of the bytes before and after) atomically: that is the commit point. Only then does
-it replace the tree's files, each atomically (temporary file, ``fsync``, ``os.replace``), then it
-writes the manifest and removes the journal. So whatever stops a run:
+stored copy of the bytes before and after, ``null`` for absent) atomically: that is the commit
+point. Only then does it replace, create or remove the tree's files, each atomically (temporary
+file, ``fsync``, ``os.replace``), then it writes the manifest and removes the journal. So
+whatever stops a run:
 
-- before the journal is written, no tree file has been touched;
+- before the journal is written, no tree file has been touched; what was staged is removed by
+  the next ``apply`` or ``revert`` (``recover``), as is a backup folder a ``revert`` was removing;
 - after, the journal says which state each file must reach and holds its bytes: the next
   ``apply`` or ``revert`` finishes the interrupted run first (``recover``), ``check`` reports it.
 
 An exception inside the run (a full disk, ...) rolls the replaced files back at once. Every file
 write, rename and removal goes through the primitives below (``_FS``), which the fault-injection
-tests count and interrupt one by one. A lock (``.eagle-sizing.lock``, ``flock``) keeps two runs
+tests count and interrupt one by one. A lock (``SglangTree.lock_file``, ``flock``) keeps two runs
 off one tree.
 """
 
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
 import fcntl
 import hashlib
 import json
@@ -38,20 +46,34 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine import FileResult
-from .tree import SglangTree, TreeError
+from .tree import BACKUP_DIR, EDITED_DIR, LOCK, SglangTree, TreeError, display
 
-BACKUP_DIR = ".eagle-sizing-backup"
+__all__ = ["BACKUP_DIR", "EDITED_DIR", "LOCK"]
+
 MANIFEST = "manifest.json"
 JOURNAL = "journal.json"
-LOCK = ".eagle-sizing.lock"
 ORIGINALS, PATCHED, STAGED, EDITED = "originals", "patched", "staged", "edited"
 
-Manifest = dict[str, dict[str, str]]
+Manifest = dict[str, dict]
 
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def digest(data: bytes | None) -> str | None:
+    """SHA-256 of the bytes, ``None`` for an absent file."""
+    return None if data is None else sha256(data)
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file ``apply`` writes: its path from the tree's root, its bytes now (``None``: the
+    patch adds it) and the bytes to write."""
+
+    key: str
+    old: bytes | None
+    new: bytes
 
 
 # -- the writing primitives -----------------------------------------------------------
@@ -86,6 +108,12 @@ class _Primitives:
     @staticmethod
     def mkdir(path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
+
+    @staticmethod
+    def rmdir(path: Path) -> None:
+        """Remove an empty folder (an ``OSError`` if it is not empty)."""
+        with contextlib.suppress(FileNotFoundError):
+            path.rmdir()
 
     @staticmethod
     def rmtree(path: Path) -> None:
@@ -136,9 +164,10 @@ def locked(tree: SglangTree) -> Iterator[None]:
     removal finds, once it gets the lock, that the path no longer names the file it locked,
     and starts over: two runs can never both believe they hold the lock.
     """
-    path = tree.package / LOCK
+    path = tree.lock_file
     while True:
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)  # a git checkout's state folder
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise TreeError(
@@ -150,8 +179,8 @@ def locked(tree: SglangTree) -> Iterator[None]:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
             os.close(fd)
             raise TreeError(
-                f"{tree.package}: another sglang-eagle-sizing run (pid {holder}) is working "
-                "on this tree; nothing written, try again when it has finished"
+                f"{display(tree.package)}: another sglang-eagle-sizing run (pid {holder}) is "
+                "working on this tree; nothing written, try again when it has finished"
             ) from None
         try:
             same = os.fstat(fd).st_ino == os.stat(path).st_ino
@@ -171,10 +200,6 @@ def locked(tree: SglangTree) -> Iterator[None]:
 
 
 # -- the backup folder ----------------------------------------------------------------
-def _backup(tree: SglangTree) -> Path:
-    return tree.package / BACKUP_DIR
-
-
 def _read_json(path: Path, what: str) -> dict:
     if not path.is_file():
         return {}
@@ -188,11 +213,16 @@ def _read_json(path: Path, what: str) -> dict:
 
 
 def read_manifest(tree: SglangTree) -> Manifest:
-    return _read_json(_backup(tree) / MANIFEST, "backup manifest")
+    return _read_json(tree.backup_dir / MANIFEST, "backup manifest")
+
+
+def saved_original(tree: SglangTree, key: str) -> Path:
+    """Where ``apply`` saved the original bytes of the file ``key``."""
+    return tree.backup_dir / ORIGINALS / key
 
 
 def _stored(tree: SglangTree, relative: str, expected_sha: str) -> bytes:
-    path = _backup(tree) / relative
+    path = tree.backup_dir / relative
     try:
         data = path.read_bytes()
     except OSError:
@@ -202,15 +232,19 @@ def _stored(tree: SglangTree, relative: str, expected_sha: str) -> bytes:
     return data
 
 
-def _current_sha(path: Path) -> str | None:
+def _read(path: Path) -> bytes | None:
     try:
-        return sha256(path.read_bytes())
+        return path.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise TreeError(
             f"{path}: cannot read ({exc.strerror}); nothing written"
         ) from None
+
+
+def _current_sha(path: Path) -> str | None:
+    return digest(_read(path))
 
 
 def _first_difference(expected: bytes, actual: bytes) -> int:
@@ -224,16 +258,47 @@ def _first_difference(expected: bytes, actual: bytes) -> int:
     return min(len(old), len(new)) + 1
 
 
+def _missing_folders(tree: SglangTree, key: str) -> list[str]:
+    """The folders (from the root, deepest first) a new file ``key`` needs created."""
+    missing = []
+    folder = tree.path(key).parent
+    while folder != tree.root and not folder.is_dir():
+        missing.append(folder.relative_to(tree.root).as_posix())
+        folder = folder.parent
+    return missing
+
+
+def _remove_empty_folders(tree: SglangTree, folders: tuple[str, ...]) -> None:
+    """Remove the folders a run created for a file it added, deepest first, each only if it
+    is empty (the user may have put a file of their own there)."""
+    for folder in folders:
+        path = tree.path(folder)
+        if not path.is_dir():
+            continue
+        try:
+            _FS.rmdir(path)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            return
+
+
 # -- the journal ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Step:
-    """One file of a transaction: its bytes before and after, and where each is stored."""
+    """One file of a transaction: its bytes before and after (``None``: absent), and where
+    each is stored."""
 
-    file: str
-    before_sha256: str
-    before: str  # path of the stored copy, relative to the backup folder
-    after_sha256: str
-    after: str
+    file: str  # path from the tree's root
+    before_sha256: str | None
+    before: str | None  # path of the stored copy, relative to the backup folder
+    after_sha256: str | None
+    after: str | None
+    #: folders created for the file where it is added, removed where it is taken out
+    folders: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {**self.__dict__, "folders": list(self.folders)}
 
 
 @dataclass(frozen=True)
@@ -246,21 +311,24 @@ class Journal:
     def to_json(self) -> dict:
         return {
             "operation": self.operation,
-            "steps": [step.__dict__ for step in self.steps],
+            "steps": [step.to_json() for step in self.steps],
             "manifest": self.manifest,
         }
 
     @classmethod
     def read(cls, tree: SglangTree) -> Journal | None:
-        value = _read_json(_backup(tree) / JOURNAL, "journal")
+        value = _read_json(tree.backup_dir / JOURNAL, "journal")
         if not value:
             return None
         try:
-            steps = tuple(Step(**step) for step in value["steps"])
+            steps = tuple(
+                Step(**{**step, "folders": tuple(step.get("folders", ()))})
+                for step in value["steps"]
+            )
             return cls(value["operation"], steps, value["manifest"])
         except (KeyError, TypeError) as exc:
             raise TreeError(
-                f"{_backup(tree) / JOURNAL}: unreadable journal ({exc})"
+                f"{tree.backup_dir / JOURNAL}: unreadable journal ({exc})"
             ) from None
 
 
@@ -269,37 +337,52 @@ def describe(tree: SglangTree) -> str | None:
     journal = Journal.read(tree)
     if journal is None:
         return None
-    done = sum(_current_sha(tree.srt / s.file) == s.after_sha256 for s in journal.steps)
+    done = sum(
+        _current_sha(tree.path(s.file)) == s.after_sha256 for s in journal.steps
+    )
     return (
-        f"{_backup(tree) / JOURNAL}: an interrupted {journal.operation} "
+        f"{tree.backup_dir / JOURNAL}: an interrupted {journal.operation} "
         f"({done} of {len(journal.steps)} files written)"
     )
+
+
+def _put(tree: SglangTree, path: Path, stored: str | None, sha: str | None) -> None:
+    """Bring ``path`` to the stored bytes, or remove it (``sha`` None)."""
+    if sha is None:
+        _FS.unlink(path)
+        return
+    data = _stored(tree, stored, sha)
+    if not path.parent.is_dir():
+        _FS.mkdir(path.parent)
+    write_atomic(path, data)
 
 
 def _write_files(tree: SglangTree, journal: Journal) -> None:
     """Bring every file of the journal to its ``after`` bytes."""
     for step in journal.steps:
-        path = tree.srt / step.file
+        path = tree.path(step.file)
         current = _current_sha(path)
         if current != step.after_sha256:
             if current != step.before_sha256:
                 raise TreeError(
-                    f"{path}: changed while a {journal.operation} was interrupted; left as it "
-                    f"is with {_backup(tree) / JOURNAL} (revert or restore it by hand)"
+                    f"{display(path)}: changed while a {journal.operation} was interrupted; "
+                    f"left as it is with {tree.backup_dir / JOURNAL} (revert or restore it "
+                    "by hand)"
                 )
-            write_atomic(path, _stored(tree, step.after, step.after_sha256))
+            _put(tree, path, step.after, step.after_sha256)
         _remove_stale_temps(path)
+        if step.after_sha256 is None:
+            _remove_empty_folders(tree, step.folders)
 
 
 def _complete(tree: SglangTree, journal: Journal) -> None:
     """Every file is written: record the new state, then drop the journal."""
-    backup = _backup(tree)
+    backup = tree.backup_dir
     if journal.manifest is None:
         _FS.unlink(backup / MANIFEST)
         _FS.unlink(backup / JOURNAL)
-        with contextlib.suppress(
-            OSError
-        ):  # done: a leftover folder without manifest is inert
+        # done: a folder left without manifest or journal is removed by the next run
+        with contextlib.suppress(OSError):
             _FS.rmtree(backup)
     else:
         _write_json(backup / MANIFEST, journal.manifest)
@@ -310,19 +393,43 @@ def _complete(tree: SglangTree, journal: Journal) -> None:
 
 def _roll_back(tree: SglangTree, journal: Journal) -> None:
     for step in journal.steps:
-        path = tree.srt / step.file
-        if _current_sha(path) == step.after_sha256:
-            write_atomic(path, _stored(tree, step.before, step.before_sha256))
+        path = tree.path(step.file)
+        if _current_sha(path) == step.after_sha256 != step.before_sha256:
+            _put(tree, path, step.before, step.before_sha256)
         _remove_stale_temps(path)
-    _FS.unlink(_backup(tree) / JOURNAL)
+        if step.before_sha256 is None:
+            _remove_empty_folders(tree, step.folders)
+    _FS.unlink(tree.backup_dir / JOURNAL)
+
+
+def _remove_debris(tree: SglangTree) -> None:
+    """What a run killed before its commit point, or while cleaning up, left behind: a backup
+    folder without manifest (staged by an apply that never started writing, or half removed
+    by a finished revert), or the staged copies of a finished run."""
+    backup = tree.backup_dir
+    if not backup.is_dir():
+        return
+    if not (backup / MANIFEST).is_file():
+        _FS.rmtree(backup)
+    elif (backup / STAGED).exists():
+        _FS.rmtree(backup / STAGED)
 
 
 def recover(tree: SglangTree) -> Journal | None:
-    """Finish a run that was interrupted after its commit point; return its journal."""
+    """Finish a run that was interrupted after its commit point (and return its journal), or
+    remove what a run interrupted before it left behind."""
     journal = Journal.read(tree)
-    if journal is not None:
-        _write_files(tree, journal)
-        _complete(tree, journal)
+    if journal is None:
+        try:
+            _remove_debris(tree)
+        except OSError as exc:
+            raise TreeError(
+                f"{exc.filename or tree.backup_dir}: cannot remove what an interrupted run "
+                f"left ({exc.strerror}); nothing written"
+            ) from None
+        return None
+    _write_files(tree, journal)
+    _complete(tree, journal)
     return journal
 
 
@@ -331,7 +438,7 @@ def _run(tree: SglangTree, journal: Journal) -> None:
     put them back as they were. A failure after that leaves the journal for the next run.
     """
     try:
-        _write_json(_backup(tree) / JOURNAL, journal.to_json())
+        _write_json(tree.backup_dir / JOURNAL, journal.to_json())
     except OSError as exc:
         raise _staging_error(tree, exc) from None
     try:
@@ -341,13 +448,13 @@ def _run(tree: SglangTree, journal: Journal) -> None:
             _roll_back(tree, journal)
         except (OSError, TreeError):
             raise TreeError(
-                f"{tree.srt}: {journal.operation} failed ({_reason(exc)}) and could not be "
-                f"rolled back; {_backup(tree) / JOURNAL} holds every byte: run "
+                f"{display(tree.root)}: {journal.operation} failed ({_reason(exc)}) and could "
+                f"not be rolled back; {tree.backup_dir / JOURNAL} holds every byte: run "
                 f"{journal.operation} again to finish it"
             ) from None
         if isinstance(exc, OSError):
             raise TreeError(
-                f"{exc.filename or tree.srt}: cannot write ({exc.strerror}); "
+                f"{exc.filename or tree.root}: cannot write ({exc.strerror}); "
                 f"{journal.operation} rolled back, nothing changed"
             ) from None
         raise
@@ -355,8 +462,8 @@ def _run(tree: SglangTree, journal: Journal) -> None:
         _complete(tree, journal)
     except OSError as exc:
         raise TreeError(
-            f"{exc.filename or _backup(tree)}: every file is written but the backup could not "
-            f"be updated ({exc.strerror}); run {journal.operation} again to finish"
+            f"{exc.filename or tree.backup_dir}: every file is written but the backup could "
+            f"not be updated ({exc.strerror}); run {journal.operation} again to finish"
         ) from None
 
 
@@ -367,159 +474,170 @@ def _reason(exc: BaseException) -> str:
 
 
 def _stage(tree: SglangTree, relative: str, data: bytes) -> None:
-    path = _backup(tree) / relative
+    path = tree.backup_dir / relative
     _FS.mkdir(path.parent)
     write_atomic(path, data)
 
 
 def _staging_error(tree: SglangTree, exc: OSError) -> TreeError:
     return TreeError(
-        f"{exc.filename or _backup(tree)}: cannot save a copy ({exc.strerror}); nothing written"
+        f"{exc.filename or tree.backup_dir}: cannot save a copy ({exc.strerror}); "
+        "nothing written"
     )
 
 
 # -- apply ----------------------------------------------------------------------------
 def apply(
-    tree: SglangTree, changed: list[FileResult], force: bool = False
+    tree: SglangTree, changes: list[FileChange], force: bool = False
 ) -> list[str]:
-    """Write the rewritten files; return the hand-edited files ``force`` saved aside."""
-    if not changed:
+    """Write the changes; return the hand-edited files ``force`` saved aside."""
+    if not changes:
         return []
     manifest = read_manifest(tree)
-    edited = _edited_since_apply(tree, manifest, changed)
+    edited = _edited_since_apply(tree, manifest, changes)
     if edited and not force:
-        file, line = edited[0]
+        key, line = edited[0]
         raise TreeError(
-            f"{tree.srt / file}:{line}: edited since apply; nothing written "
+            f"{display(tree.path(key))}:{line}: edited since apply; nothing written "
             "(apply --force re-patches it and keeps the edited file in "
-            f"{BACKUP_DIR}/{EDITED}/)"
+            f"{tree.backup_dir / EDITED}/)"
         )
     steps: list[Step] = []
-    new_manifest = {file: dict(entry) for file, entry in manifest.items()}
+    new_manifest = {key: dict(entry) for key, entry in manifest.items()}
     try:
-        _FS.mkdir(_backup(tree))
-        for file, _ in edited:
-            _stage(tree, f"{EDITED}/{file}", (tree.srt / file).read_bytes())
-        for result in changed:
-            old, new = result.old_text.encode("utf-8"), result.new_text.encode("utf-8")
-            entry = new_manifest.get(result.file)
-            if entry is None or entry["original_sha256"] == sha256(old):
-                _stage(tree, f"{ORIGINALS}/{result.file}", old)
-                entry = {"original_sha256": sha256(old)}
-            _stage(tree, f"{STAGED}/{result.file}", old)
-            _stage(tree, f"{PATCHED}/{result.file}", new)
-            entry["patched_sha256"] = sha256(new)
-            new_manifest[result.file] = entry
+        _FS.mkdir(tree.backup_dir)
+        for key, _ in edited:
+            _stage(tree, f"{EDITED}/{key}", tree.path(key).read_bytes())
+        for change in changes:
+            old_sha, new_sha = digest(change.old), sha256(change.new)
+            entry = new_manifest.get(change.key)
+            folders = _missing_folders(tree, change.key) if change.old is None else []
+            if entry is None or entry["original_sha256"] == old_sha:
+                entry = {"original_sha256": old_sha}
+                if change.old is None:
+                    entry["created_folders"] = folders
+                else:
+                    _stage(tree, f"{ORIGINALS}/{change.key}", change.old)
+            before = None
+            if change.old is not None:
+                before = f"{STAGED}/{change.key}"
+                _stage(tree, before, change.old)
+            _stage(tree, f"{PATCHED}/{change.key}", change.new)
+            entry["patched_sha256"] = new_sha
+            new_manifest[change.key] = entry
             steps.append(
                 Step(
-                    result.file,
-                    sha256(old),
-                    f"{STAGED}/{result.file}",
-                    sha256(new),
-                    f"{PATCHED}/{result.file}",
+                    change.key,
+                    old_sha,
+                    before,
+                    new_sha,
+                    f"{PATCHED}/{change.key}",
+                    tuple(folders),
                 )
             )
     except OSError as exc:
         raise _staging_error(tree, exc) from None
     _run(tree, Journal("apply", tuple(steps), new_manifest))
-    return [file for file, _ in edited]
+    return [key for key, _ in edited]
 
 
 def _edited_since_apply(
-    tree: SglangTree, manifest: Manifest, changed: list[FileResult]
+    tree: SglangTree, manifest: Manifest, changes: list[FileChange]
 ) -> list[tuple[str, int]]:
     """Files apply patched before that now hold neither the original nor the patch."""
     edited = []
-    for result in changed:
-        entry = manifest.get(result.file)
-        current = sha256(result.old_text.encode("utf-8"))
+    for change in changes:
+        entry = manifest.get(change.key)
+        current = digest(change.old)
         if entry is None or current in (
             entry["original_sha256"],
             entry["patched_sha256"],
         ):
             continue
-        patched = _backup(tree) / PATCHED / result.file
+        patched = tree.backup_dir / PATCHED / change.key
         line = 1
-        if patched.is_file():
-            line = _first_difference(
-                patched.read_bytes(), result.old_text.encode("utf-8")
-            )
-        edited.append((result.file, line))
+        if patched.is_file() and change.old is not None:
+            line = _first_difference(patched.read_bytes(), change.old)
+        edited.append((change.key, line))
     return edited
 
 
 # -- revert ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Reverted:
-    #: files given back their original bytes
+    #: files given back their original bytes (or removed: the files apply added)
     restored: list[str]
-    #: hand-edited files ``force`` replaced, kept under ``EDITED_DIR``
+    #: hand-edited files ``force`` replaced, kept under ``SglangTree.kept_edited_dir``
     edited: list[str]
+    #: of ``restored``, the files apply had added (now removed)
+    removed: list[str]
 
 
 def revert(tree: SglangTree, force: bool = False) -> Reverted:
-    """Restore the original bytes of every file apply changed."""
-    backup = _backup(tree)
+    """Restore the original bytes of every file apply changed; remove the files it added."""
+    backup = tree.backup_dir
     manifest = read_manifest(tree)
     if not manifest:
         raise TreeError(
-            f"{backup}: no backup here; nothing to revert (was this tree patched by apply?)"
+            f"{display(tree.package)}: no backup of an apply here "
+            f"({display(backup)}); nothing to revert"
         )
     steps: list[Step] = []
     edited: list[tuple[str, bytes]] = []
-    for file, entry in sorted(manifest.items()):
-        path = tree.srt / file
-        try:
-            current = path.read_bytes()
-        except FileNotFoundError:
-            current = None
-        if current is not None and sha256(current) == entry["original_sha256"]:
+    for key, entry in sorted(manifest.items()):
+        path = tree.path(key)
+        current = _read(path)
+        original_sha = entry["original_sha256"]
+        if digest(current) == original_sha:
             continue
-        _stored(tree, f"{ORIGINALS}/{file}", entry["original_sha256"])
-        if current is None or sha256(current) != entry["patched_sha256"]:
+        if original_sha is not None:
+            _stored(tree, f"{ORIGINALS}/{key}", original_sha)
+        if digest(current) != entry["patched_sha256"]:
             if not force:
-                patched = backup / PATCHED / file
+                patched = backup / PATCHED / key
                 line = 1
                 if current is not None and patched.is_file():
                     line = _first_difference(patched.read_bytes(), current)
                 state = "missing" if current is None else "edited since apply"
                 raise TreeError(
-                    f"{path}:{line}: {state}; nothing reverted (revert --force restores the "
-                    f"original anyway and keeps the edited file in {EDITED_DIR}/)"
+                    f"{display(path)}:{line}: {state}; nothing reverted (revert --force "
+                    "restores the original anyway and keeps the edited file in "
+                    f"{display(tree.kept_edited_dir)}/)"
                 )
             if current is None:
                 raise TreeError(
-                    f"{path}: missing; restore it by hand, nothing reverted"
+                    f"{display(path)}: missing; restore it by hand, nothing reverted"
                 )
-            edited.append((file, current))
+            edited.append((key, current))
         steps.append(
             Step(
-                file,
-                sha256(current),
-                f"{STAGED}/{file}",
-                entry["original_sha256"],
-                f"{ORIGINALS}/{file}",
+                key,
+                digest(current),
+                f"{STAGED}/{key}",
+                original_sha,
+                None if original_sha is None else f"{ORIGINALS}/{key}",
+                tuple(entry.get("created_folders", ())),
             )
         )
     try:
-        for file, data in edited:
-            saved = tree.package / EDITED_DIR / file
+        for key, data in edited:
+            saved = tree.kept_edited_dir / key
             _FS.mkdir(saved.parent)
             write_atomic(saved, data)
         for step in steps:
-            _stage(tree, step.before, (tree.srt / step.file).read_bytes())
+            _stage(tree, step.before, tree.path(step.file).read_bytes())
     except OSError as exc:
         raise _staging_error(tree, exc) from None
     _run(tree, Journal("revert", tuple(steps), None))
-    return Reverted([step.file for step in steps], [file for file, _ in edited])
-
-
-#: where ``revert --force`` keeps the hand-edited files it replaced (outlives the backup)
-EDITED_DIR = ".eagle-sizing-edited"
+    return Reverted(
+        [step.file for step in steps],
+        [key for key, _ in edited],
+        [step.file for step in steps if step.after_sha256 is None],
+    )
 
 
 def state(tree: SglangTree) -> str:
     """``pristine``, ``patched`` or ``interrupted``, as the backup folder tells it."""
-    if (_backup(tree) / JOURNAL).is_file():
+    if (tree.backup_dir / JOURNAL).is_file():
         return "interrupted"
     return "patched" if read_manifest(tree) else "pristine"

@@ -1,16 +1,45 @@
-"""Finding the SGLang package a command works on, and the files that can hold sites."""
+"""Finding the SGLang tree a command works on: its layout, its version, and the files that can
+hold sites.
+
+Two layouts:
+
+- a **checkout** of SGLang (or of a fork): a folder holding ``python/sglang`` and ``test/``. Diffs
+  name files from its root (``python/sglang/srt/...``), ``apply`` adds the fork's tests under
+  ``test/``, and when it is a git work tree this tool keeps its own state (backup, journal, lock)
+  under the git directory, where ``git status`` does not see it;
+- a **package** folder (``sglang`` as installed, or unpacked from a wheel): diffs name files from
+  its parent (``sglang/srt/...``), the state lives in ``<sglang>/.eagle-sizing-backup/``.
+
+The version is read wherever the tree records it (``TreeVersion.source`` says where); only
+``KNOWN_VERSION`` is tested, any other is refused unless the caller allows it.
+"""
 
 from __future__ import annotations
 
 import ast
-import importlib.util
-from dataclasses import dataclass
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .sites import SITE_FILES
 
 #: The SGLang release whose sites ``sites.py`` lists.
 KNOWN_VERSION = "0.5.11"
+#: 0.5.11, its post-releases, and any local label (``0.5.11+eaglesizing1``)
+_KNOWN = re.compile(r"v?0\.5\.11(\.post\d+)?(\+[0-9A-Za-z.]+)?")
+#: where a git checkout keeps this tool's state, under its git directory
+GIT_STATE_DIR = "sglang-eagle-sizing"
+#: a package folder (no git) keeps it next to ``srt/``, under these names
+BACKUP_DIR = ".eagle-sizing-backup"
+LOCK = ".eagle-sizing.lock"
+EDITED_DIR = ".eagle-sizing-edited"
+#: the option that lets another version through, named in messages
+ALLOW_FLAG = "--allow-untested-version"
+#: functions the patch inserts into eagle_info.py: a tree with the classmethods but without
+#: them carries upstream's own version of the refactor
+_OUR_HELPERS = ("get_draft_runner", "parse_eagle_use_aux_hidden_state")
 
 
 class TreeError(Exception):
@@ -18,79 +47,251 @@ class TreeError(Exception):
 
 
 @dataclass(frozen=True)
+class TreeVersion:
+    number: str
+    #: where it was read: a file path, or "git tag v0.5.11"
+    source: str
+
+    @property
+    def known(self) -> bool:
+        return _KNOWN.fullmatch(self.number) is not None
+
+    def __str__(self) -> str:
+        return f"SGLang {self.number} ({self.source})"
+
+
+@dataclass(frozen=True)
 class SglangTree:
     #: the ``sglang`` package folder (the one holding ``srt/``)
     package: Path
+    #: the checkout root (holding ``python/sglang`` and ``test/``), or None for a package folder
+    checkout: Path | None = None
+    #: the checkout's git directory (``git rev-parse --git-dir``), or None
+    git_dir: Path | None = None
+    #: the checkout root relative to the git work tree's top (``""`` when they are one)
+    git_prefix: str = ""
+    version: TreeVersion | None = field(default=None, compare=False)
 
+    # -- layout ---------------------------------------------------------------------------
     @property
     def srt(self) -> Path:
         return self.package / "srt"
 
+    @property
+    def root(self) -> Path:
+        """The folder diffs and the backup name files from: the checkout root, or the
+        package's parent."""
+        return self.checkout if self.checkout is not None else self.package.parent
+
+    def key(self, srt_file: str) -> str:
+        """The name (posix, relative to ``root``) of a file given relative to ``srt/``."""
+        return (self.srt / srt_file).relative_to(self.root).as_posix()
+
+    def path(self, key: str) -> Path:
+        return self.root / key
+
+    @property
+    def takes_tests(self) -> bool:
+        """Whether ``apply`` adds the fork's tests (a checkout has ``test/``; an installed
+        package has nowhere to put them)."""
+        return self.checkout is not None
+
+    @property
+    def state_dir(self) -> Path:
+        """Where this tool keeps its state for the tree, out of git's sight when it can."""
+        if self.git_dir is None:
+            return self.package
+        state = self.git_dir / GIT_STATE_DIR
+        if self.git_prefix:
+            state = state / self.git_prefix.replace("/", "--")
+        return state
+
+    @property
+    def backup_dir(self) -> Path:
+        if self.git_dir is None:
+            return self.package / BACKUP_DIR
+        return self.state_dir / "backup"
+
+    @property
+    def lock_file(self) -> Path:
+        if self.git_dir is None:
+            return self.package / LOCK
+        return self.state_dir / "lock"
+
+    @property
+    def kept_edited_dir(self) -> Path:
+        """Where ``revert --force`` keeps hand-edited files it replaced (outlives the backup)."""
+        if self.git_dir is None:
+            return self.package / EDITED_DIR
+        return self.state_dir / "edited"
+
+    def describe(self, cwd: Path | None = None) -> str:
+        """``SGLang 0.5.11 (git tag v0.5.11) at python/sglang``: which tree, for one line."""
+        version = str(self.version) if self.version else "SGLang (version unknown)"
+        return f"{version} at {display(self.package, cwd)}"
+
+    def version_note(self) -> str | None:
+        """The one line to print about the version, if any: none found, or another version
+        let through by ``ALLOW_FLAG``."""
+        if self.version is None:
+            return (
+                f"note: no SGLang version found at {display(self.package)} (no v* git tag, "
+                "_version.py, dist-info or literal __version__); proceeding on structure"
+            )
+        if not self.version.known:
+            return (
+                f"warning: {self.version}: only {KNOWN_VERSION} is tested; proceeding on "
+                f"structure ({ALLOW_FLAG})"
+            )
+        return None
+
+    # -- finding it -----------------------------------------------------------------------
     @classmethod
-    def locate(cls, path: str | Path | None = None) -> "SglangTree":
+    def locate(
+        cls, path: str | Path | None = None, allow_untested_version: bool = False
+    ) -> SglangTree:
         """``path``: an ``sglang`` package folder, or a checkout root holding ``python/sglang``;
-        ``None``: the installed ``sglang``."""
+        ``None``: the installed ``sglang``. Another version than 0.5.11 is refused (naming it and
+        where it was read) unless ``allow_untested_version``."""
         if path is None:
+            import importlib.util
+
             spec = importlib.util.find_spec("sglang")
             if spec is None or not spec.submodule_search_locations:
                 raise TreeError(
                     "no installed sglang found; pass the path of an SGLang tree"
                 )
-            return cls._checked(Path(list(spec.submodule_search_locations)[0]))
-        root = Path(path)
-        if not root.exists():
-            raise TreeError(f"{root}: no such folder")
-        if not root.is_dir():
-            raise TreeError(f"{root}: not a folder")
-        for candidate in (root, root / "sglang", root / "python" / "sglang"):
-            if (candidate / "srt" / "speculative").is_dir():
-                return cls._checked(candidate)
-        raise TreeError(
-            f"{root}: not an SGLang tree (no srt/speculative/ here, "
-            "nor under sglang/ or python/sglang/)"
-        )
+            package = Path(list(spec.submodule_search_locations)[0])
+        else:
+            root = Path(path)
+            if not root.exists():
+                raise TreeError(f"{root}: no such folder")
+            if not root.is_dir():
+                raise TreeError(f"{root}: not a folder")
+            for candidate in (root, root / "sglang", root / "python" / "sglang"):
+                if (candidate / "srt" / "speculative").is_dir():
+                    package = candidate
+                    break
+            else:
+                raise TreeError(
+                    f"{root}: not an SGLang tree (no srt/speculative/ here, "
+                    "nor under sglang/ or python/sglang/)"
+                )
+        return cls._checked(package.resolve(), allow_untested_version)
 
     @classmethod
-    def _checked(cls, package: Path) -> "SglangTree":
-        tree = cls(package.resolve())
+    def _checked(cls, package: Path, allow_untested_version: bool) -> SglangTree:
+        checkout = None
+        if package.parent.name == "python" and (package.parent.parent / "test").is_dir():
+            checkout = package.parent.parent
+        git_dir, prefix = _git_dir(checkout) if checkout is not None else (None, "")
+        tree = cls(package, checkout, git_dir, prefix)
+        tree = cls(package, checkout, git_dir, prefix, tree._find_version())
+        upstream = tree.upstream_refactor()
+        if upstream is not None:
+            raise TreeError(
+                f"{display(package)}: {tree.version or 'this SGLang'} already carries "
+                "upstream's own version of this refactor (EagleDraftInput.hidden_size_for at "
+                f"{upstream}, without this patch's helpers); nothing written"
+            )
+        if tree.version is not None and not tree.version.known and not allow_untested_version:
+            raise TreeError(
+                f"{display(package)}: {tree.version}; only {KNOWN_VERSION} is tested, "
+                f"nothing written ({ALLOW_FLAG} proceeds on structure)"
+            )
         missing = [f for f in SITE_FILES if not (tree.srt / f).is_file()]
         if missing:
             raise TreeError(
                 f"{tree.srt / missing[0]}: missing; not an SGLang {KNOWN_VERSION} tree"
             )
-        version = tree.version()
-        if (
-            version is not None
-            and version.split("+")[0] != KNOWN_VERSION
-            and not version.startswith(KNOWN_VERSION + ".")
-        ):
-            raise TreeError(
-                f"{tree.package / 'version.py'}: SGLang {version}; the rules know {KNOWN_VERSION}"
-            )
         return tree
 
-    def version(self) -> str | None:
-        version_file = self.package / "version.py"
-        if not version_file.is_file():
-            return None
+    def upstream_refactor(self) -> str | None:
+        """``eagle_info.py:LINE`` of ``EagleDraftInput.hidden_size_for`` when the tree has it
+        but not the helpers this patch inserts with it: upstream's refactor (0.5.12+)."""
+        path = self.srt / "speculative" / "eagle_info.py"
         try:
-            module = ast.parse(version_file.read_bytes().decode("utf-8"))
-        except (OSError, UnicodeDecodeError, SyntaxError) as exc:
-            raise TreeError(
-                f"{version_file}: cannot read the SGLang version ({exc})"
-            ) from None
+            module = ast.parse(path.read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            return None
+        functions = {n.name for n in module.body if isinstance(n, ast.FunctionDef)}
+        if any(name in functions for name in _OUR_HELPERS):
+            return None
         for node in module.body:
-            if (
-                isinstance(node, ast.Assign)
-                and any(
-                    isinstance(t, ast.Name) and t.id == "__version__"
-                    for t in node.targets
-                )
-                and isinstance(node.value, ast.Constant)
-            ):
-                return str(node.value.value)
+            if isinstance(node, ast.ClassDef) and node.name == "EagleDraftInput":
+                for item in node.body:
+                    if isinstance(item, ast.FunctionDef) and item.name == "hidden_size_for":
+                        return f"{display(path)}:{item.lineno}"
         return None
 
+    # -- the version ----------------------------------------------------------------------
+    def _find_version(self) -> TreeVersion | None:
+        """The first of: the nearest ``v*`` git tag (a checkout; setuptools_scm's generated
+        ``_version.py`` there names the *next* version), ``_version.py`` (release wheels), the
+        installed distribution's metadata next to the package, a literal ``__version__`` in
+        ``version.py``."""
+        finders = [self._from_version_file("_version.py"), self._from_dist_info,
+                   self._from_version_file("version.py")]
+        if self.git_dir is not None:
+            finders.insert(0, self._from_git_tag)
+        for finder in finders:
+            found = finder()
+            if found is not None:
+                return found
+        return None
+
+    def _from_version_file(self, name: str):
+        def find() -> TreeVersion | None:
+            path = self.package / name
+            if not path.is_file():
+                return None
+            try:
+                module = ast.parse(path.read_bytes())
+            except (OSError, SyntaxError, ValueError) as exc:
+                raise TreeError(
+                    f"{path}: cannot read the SGLang version ({exc})"
+                ) from None
+            for node in module.body:
+                if (
+                    isinstance(node, ast.Assign)
+                    and any(
+                        isinstance(t, ast.Name) and t.id == "__version__"
+                        for t in node.targets
+                    )
+                    and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str)
+                ):
+                    return TreeVersion(node.value.value, display(path))
+            return None
+
+        return find
+
+    def _from_dist_info(self) -> TreeVersion | None:
+        found = sorted(self.package.parent.glob("sglang-*.dist-info"))
+        if len(found) != 1:
+            return None
+        metadata = found[0] / "METADATA"
+        try:
+            lines = metadata.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return None
+        for line in lines:
+            if not line:
+                break
+            if line.startswith("Version:"):
+                return TreeVersion(line.split(":", 1)[1].strip(), display(metadata))
+        return None
+
+    def _from_git_tag(self) -> TreeVersion | None:
+        result = _git(
+            self.checkout, "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*"
+        )
+        if result is None:
+            return None
+        tag = result.strip()
+        return TreeVersion(tag[1:], f"git tag {tag}") if tag else None
+
+    # -- the files ------------------------------------------------------------------------
     def files(self) -> list[str]:
         """Files (relative to ``srt/``) the rules read: the site files, plus any other
         ``speculative/`` module that names a hidden width or an idle input, so that a site
@@ -123,3 +324,59 @@ class SglangTree:
             raise TreeError(
                 f"{path}: not UTF-8 (byte {exc.start}); not an SGLang source file, nothing written"
             ) from None
+
+
+def display(path: Path, cwd: Path | None = None) -> str:
+    """``path`` as the user can open it from where they stand: relative to the working folder
+    when it is under it, else absolute."""
+    try:
+        here = (cwd or Path.cwd()).resolve()
+    except OSError:
+        return str(path)
+    try:
+        relative = Path(os.path.abspath(path)).relative_to(here)
+    except ValueError:
+        return str(path)
+    return str(relative) if str(relative) != "." else "."
+
+
+def _git(folder: Path, *args: str) -> str | None:
+    """``git ARGS`` run in ``folder`` (never told where the repository is by the environment:
+    a git hook's GIT_DIR names the repository the hook runs for); stdout, or None."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX")
+    }
+    try:
+        result = subprocess.run(
+            ["git", *args],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout if result.returncode == 0 else None
+
+
+def _git_dir(checkout: Path) -> tuple[Path | None, str]:
+    """The checkout's git directory (works for linked worktrees), and the checkout's path
+    inside the work tree (``""`` at its top)."""
+    found = _git(checkout, "rev-parse", "--git-dir", "--show-toplevel")
+    if found is None:
+        return None, ""
+    lines = found.splitlines()
+    if len(lines) != 2:
+        return None, ""
+    git_dir = Path(lines[0])
+    if not git_dir.is_absolute():
+        git_dir = checkout / git_dir
+    try:
+        prefix = checkout.resolve().relative_to(Path(lines[1]).resolve()).as_posix()
+    except ValueError:
+        return None, ""
+    return git_dir.resolve(), "" if prefix == "." else prefix

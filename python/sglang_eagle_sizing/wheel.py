@@ -113,21 +113,21 @@ def cache_folder() -> Path:
     return base / "wheels"
 
 
-def cached_release_wheel() -> Path:
-    """The ``sglang==0.5.11`` wheel, downloaded with pip the first time."""
+def cached_release_wheel(version: str = KNOWN_VERSION) -> Path:
+    """The ``sglang==VERSION`` wheel (0.5.11 unless told), downloaded with pip the first time."""
     folder = cache_folder()
-    pattern = f"{PROJECT}-{KNOWN_VERSION}-*.whl"
+    pattern = f"{PROJECT}-{version}-*.whl"
     found = sorted(folder.glob(pattern))
     if not found:
         folder.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
-        command += [f"{PROJECT}=={KNOWN_VERSION}", "-d", str(folder)]
+        command += [f"{PROJECT}=={version}", "-d", str(folder)]
         result = subprocess.run(command, check=False, capture_output=True, text=True)
         found = sorted(folder.glob(pattern))
         if result.returncode != 0 or not found:
             last = (result.stderr.strip().splitlines() or ["no wheel"])[-1]
             raise WheelError(
-                f"{folder}: pip download {PROJECT}=={KNOWN_VERSION} failed ({last})"
+                f"{folder}: pip download {PROJECT}=={version} failed ({last})"
             )
     return found[0]
 
