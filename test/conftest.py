@@ -1,5 +1,6 @@
-"""Shared fixtures: a pristine SGLang 0.5.11 from the release wheel, a patched copy of it, and
-the libcuda stub that lets SGLang's worker modules import on a machine without a GPU."""
+"""Shared fixtures: a pristine SGLang 0.5.11 from the release wheel, a patched copy of it, a git
+checkout laid out like a fork of it, stand-in fork test files for ``apply`` to add, and the
+libcuda stub that lets SGLang's worker modules import on a machine without a GPU."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from sglang_eagle_sizing import patch
 from sglang_eagle_sizing.cli import main as cli_main
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
@@ -68,6 +70,84 @@ def patched_root(pristine, tmp_path_factory) -> Path:
     shutil.copytree(pristine, root / "sglang")
     assert cli_main(["apply", "--quiet", str(root / "sglang")]) == 0
     return root
+
+
+# -- a fork's git checkout -------------------------------------------------------------
+#: a test file of the fork's own (stands for SGLang's test/registered/ tree)
+FORK_OWN_TEST = "test/registered/unit/speculative/test_fork_own.py"
+#: stand-ins for the files under inserted_tests/: one in a folder the checkout has, one in
+#: folders apply must create (test/registered/spec/eagle/)
+STAND_IN_TESTS = {
+    "test/registered/unit/speculative/test_eagle_hidden_sizing.py": (
+        '"""Stand-in for the fork\'s CPU test."""\n\nimport unittest\n\n\n'
+        "class TestStandIn(unittest.TestCase):\n"
+        "    def test_runs(self):\n        self.assertTrue(True)\n"
+    ),
+    "test/registered/spec/eagle/test_eagle_hidden_sizing_e2e.py": (
+        '"""Stand-in for the fork\'s CUDA test."""\n'
+    ),
+}
+
+
+def git(cwd: Path, *args: str) -> str:
+    result = subprocess.run(
+        ["git", "-c", "user.name=test", "-c", "user.email=test@example.com", *args],
+        cwd=cwd, capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, (args, result.stderr)
+    return result.stdout
+
+
+def git_status(checkout: Path) -> list[str]:
+    return git(checkout, "status", "--porcelain", "--untracked-files=all").splitlines()
+
+
+def make_checkout(package: Path, target: Path, tag: str | None = "v0.5.11") -> Path:
+    """``target`` laid out like a fork's checkout: ``python/sglang`` copied from ``package``
+    (without the generated ``_version.py`` a checkout does not track), a ``test/registered/``
+    tree, one commit, and the upstream tag."""
+    shutil.copytree(package, target / "python" / "sglang",
+                    ignore=shutil.ignore_patterns("_version.py"))
+    own = target / FORK_OWN_TEST
+    own.parent.mkdir(parents=True)
+    own.write_text('"""A test the fork already has."""\n')
+    git(target, "init", "-q")
+    git(target, "add", "-A")
+    git(target, "commit", "-q", "-m", "fork")
+    if tag:
+        git(target, "tag", tag)
+    return target
+
+
+@pytest.fixture(scope="session")
+def checkout_source(pristine, tmp_path_factory) -> Path:
+    """A git checkout of 0.5.11 (the whole package from the wheel), tagged v0.5.11. Do not
+    modify: copy it (``checkout``)."""
+    return make_checkout(pristine, tmp_path_factory.mktemp("checkout") / "fork")
+
+
+@pytest.fixture
+def checkout(checkout_source, tmp_path) -> Path:
+    copy = tmp_path / "fork"
+    shutil.copytree(checkout_source, copy, symlinks=True)
+    return copy
+
+
+@pytest.fixture
+def stand_in_tests(tmp_path_factory, monkeypatch) -> dict[str, bytes]:
+    """Point the mechanism at a small tree of stand-in fork tests (the real ones are the
+    package's inserted_tests/); returns them as ``inserted_test_files()`` does."""
+    folder = write_stand_in_tests(tmp_path_factory.mktemp("inserted_tests"))
+    monkeypatch.setattr(patch, "INSERTED_TESTS", folder)
+    return {key: text.encode() for key, text in STAND_IN_TESTS.items()}
+
+
+def write_stand_in_tests(folder: Path) -> Path:
+    for key, text in STAND_IN_TESTS.items():
+        (folder / key).parent.mkdir(parents=True, exist_ok=True)
+        (folder / key).write_text(text)
+    (folder / "README.md").write_text("not a test: never added\n")
+    return folder
 
 
 @pytest.fixture(scope="session")

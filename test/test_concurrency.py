@@ -9,6 +9,7 @@ import sys
 
 from sglang_eagle_sizing import transaction
 from sglang_eagle_sizing.tree import SglangTree
+from conftest import make_checkout
 from test_faults import small_copy, srt_digest
 
 HOLD = """
@@ -127,3 +128,16 @@ def test_a_run_that_opened_the_lock_file_before_its_removal_locks_the_new_one(
             )
     finally:
         os.close(stale)
+
+
+def test_two_applies_at_once_on_a_checkout_lock_under_its_git_directory(
+    pristine, tmp_path
+):
+    checkout = make_checkout(small_copy(pristine, tmp_path / "pkg" / "sglang"), tmp_path / "fork")
+    tree = SglangTree.locate(checkout)
+    assert tree.lock_file.parent == checkout / ".git" / "sglang-eagle-sizing"
+    runs = [cli("apply", "-q", str(checkout)) for _ in range(2)]
+    results = [(run.wait(timeout=600), run.stderr.read()) for run in runs]
+    assert sorted(code for code, _ in results) in ([0, 0], [0, 2]), results
+    assert transaction.state(tree) == "patched"
+    assert not tree.lock_file.exists()

@@ -5,11 +5,15 @@ temporary file, rename, remove, make a folder, remove a folder). A dry run count
 then, for each index, a forked process runs the command and is SIGKILLed (or gets a full-disk
 ``OSError``) at exactly that call. Each time, every file must hold its pristine or its patched
 bytes, the whole tree must be one or the other unless a journal says a run was interrupted,
-and the next command must say what it found and finish the job.
+and the next command must say what it found and finish the job, leaving no debris.
 
-The tree is small (``version.py`` and the files ``SglangTree.files()`` lists, from the release
-wheel) and the rewrite is computed once per tree state (``rewrite_tree`` memoized), so each
-forked run only does what is under test: the transaction.
+Each test runs on both layouts: a package folder (state in ``<sglang>/.eagle-sizing-backup``)
+and a fork's git checkout (state under ``.git/``, and ``apply`` adds stand-in fork test files,
+one in folders it creates): there ``git status`` must be clean after the last revert.
+
+The tree is small (the version files and the files ``SglangTree.files()`` lists, from the
+release wheel) and the rewrite is computed once per tree state (``rewrite_tree`` memoized), so
+each forked run only does what is under test: the transaction.
 """
 
 from __future__ import annotations
@@ -23,34 +27,55 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import git_status, make_checkout, write_stand_in_tests
 from sglang_eagle_sizing import cli, patch, transaction
 from sglang_eagle_sizing.tree import SglangTree
 
-PRIMITIVES = ("write_temp", "replace", "unlink", "mkdir", "rmtree")
+PRIMITIVES = ("write_temp", "replace", "unlink", "mkdir", "rmdir", "rmtree")
 
 
 def small_copy(pristine: Path, target: Path) -> Path:
-    """``version.py`` and the files the rules read, nothing else."""
+    """The version files and the files the rules read, nothing else."""
     for file in SglangTree.locate(pristine).files():
         (target / "srt" / file).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(pristine / "srt" / file, target / "srt" / file)
-    shutil.copy2(pristine / "version.py", target / "version.py")
+    for name in ("version.py", "_version.py"):
+        shutil.copy2(pristine / name, target / name)
     return target
 
 
-def srt_digest(package: Path, temporary: bool = True) -> dict[str, str]:
-    """Every file under srt/ (a stray temporary file shows up too, unless ``temporary`` is
+def is_checkout(work: Path) -> bool:
+    return (work / "python" / "sglang").is_dir()
+
+
+def srt_digest(work: Path, temporary: bool = True) -> dict[str, str]:
+    """Every file of the tree as the user sees it: under srt/ of a package folder, every file
+    but git's own in a checkout (a stray temporary file shows up too, unless ``temporary`` is
     False)."""
+    if is_checkout(work):
+        files = [p for p in work.rglob("*") if ".git" not in p.relative_to(work).parts]
+    else:
+        files = list((work / "srt").rglob("*"))
     return {
-        str(p.relative_to(package)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted((package / "srt").rglob("*"))
+        str(p.relative_to(work)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(files)
         if p.is_file() and (temporary or not p.name.endswith(".tmp"))
     }
 
 
+def assert_no_debris(work: Path) -> None:
+    """After the last revert: no backup folder, and in a checkout a clean ``git status`` and
+    no folder apply created."""
+    tree = SglangTree.locate(work)
+    assert not tree.backup_dir.exists()
+    if is_checkout(work):
+        assert git_status(work) == []
+        assert not (work / "test" / "registered" / "spec").exists()
+
+
 def reset(package: Path, source: Path) -> None:
     shutil.rmtree(package)
-    shutil.copytree(source, package)
+    shutil.copytree(source, package, symlinks=True)
 
 
 class Fault:
@@ -115,15 +140,28 @@ def run_forked(
 MEMO: dict[tuple, patch.TreeReport] = {}
 
 
-@pytest.fixture(scope="module")
-def states(pristine, tmp_path_factory):
-    """The small pristine tree and the digests of its pristine and patched bytes."""
-    root = tmp_path_factory.mktemp("fault-states")
-    source = small_copy(pristine, root / "source" / "sglang")
-    patched = root / "patched" / "sglang"
-    shutil.copytree(source, patched)
+@pytest.fixture(scope="module", autouse=True)
+def stand_ins(tmp_path_factory):
+    """apply adds stand-in fork tests to a checkout (also in the forked runs)."""
+    folder = write_stand_in_tests(tmp_path_factory.mktemp("inserted_tests"))
+    with pytest.MonkeyPatch.context() as local:
+        local.setattr(patch, "INSERTED_TESTS", folder)
+        yield
+
+
+@pytest.fixture(scope="module", params=["package", "checkout"])
+def states(request, pristine, tmp_path_factory, stand_ins):
+    """The small pristine tree (a package folder, or a checkout) and the digests of its
+    pristine and patched bytes."""
+    root = tmp_path_factory.mktemp(f"fault-states-{request.param}")
+    package = small_copy(pristine, root / "package" / "sglang")
+    source = package
+    if request.param == "checkout":
+        source = make_checkout(package, root / "source" / "fork")
+    patched = root / "patched" / source.name
+    shutil.copytree(source, patched, symlinks=True)
     assert cli.main(["apply", "-q", str(patched)]) == 0
-    shutil.rmtree(patched / transaction.BACKUP_DIR)
+    shutil.rmtree(SglangTree.locate(patched).backup_dir)
     return source, srt_digest(source), srt_digest(patched)
 
 
@@ -133,8 +171,8 @@ def work(states, tmp_path, monkeypatch):
     filled, both in this process before any fork, so the forked runs only do the transaction.
     """
     source, _, _ = states
-    package = tmp_path / "sglang"
-    shutil.copytree(source, package)
+    package = tmp_path / source.name
+    shutil.copytree(source, package, symlinks=True)
     monkeypatch.setenv(
         "SGLANG_EAGLE_SIZING_CACHE_DIR", str(source.parent / "check-cache")
     )
@@ -142,9 +180,12 @@ def work(states, tmp_path, monkeypatch):
 
     def rewrite_tree(tree: SglangTree) -> patch.TreeReport:
         key = tuple(sorted(srt_digest(tree.package).items()))
-        if key not in MEMO:  # the report names another folder; only its files are used
+        if key not in MEMO:  # the rules' results are reused; the test files are this tree's
             MEMO[key] = real(tree)
-        return MEMO[key]
+        found = MEMO[key]
+        report = patch.TreeReport(tree, found.findings, found.missing, found.results)
+        patch.collect_tests(report)
+        return report
 
     monkeypatch.setattr(cli, "rewrite_tree", rewrite_tree)
     assert cli.main(["check", str(package)]) == 1
@@ -167,10 +208,11 @@ def assert_each_file_whole(package: Path, pristine: dict, patched: dict) -> None
     # A temporary file of the write the kill interrupted may stay (next to its file, named
     # .NAME.*.tmp, never importable) until the next run removes it; the files themselves are whole.
     now = srt_digest(package, temporary=False)
-    assert set(now) == set(pristine), "a stray or missing file under srt/"
+    # (a checkout's patched tree has the added test files too)
+    assert set(pristine) <= set(now) <= set(patched), "a stray or missing file"
     for name, digest in now.items():
         assert digest in (
-            pristine[name],
+            pristine.get(name),
             patched[name],
         ), f"{name}: neither pristine nor patched"
 
@@ -186,9 +228,10 @@ def test_write_points_are_counted_and_cover_every_primitive(work, monkeypatch):
     apply_points = count_write_points(["apply", "-q", str(work)], monkeypatch)
     revert_points = count_write_points(["revert", str(work)], monkeypatch)
     assert apply_points.count("replace") > len(SglangTree.locate(work).files())
-    assert {"write_temp", "replace", "unlink", "mkdir", "rmtree"} <= set(
-        apply_points
-    ) | set(revert_points)
+    expected = {"write_temp", "replace", "unlink", "mkdir", "rmtree"}
+    if is_checkout(work):  # the folders apply created for a test file are removed
+        expected.add("rmdir")
+    assert expected <= set(apply_points) | set(revert_points)
 
 
 @pytest.mark.parametrize("mode", ["kill", "torn"])
@@ -222,6 +265,7 @@ def test_apply_killed_at_every_write_point(work, states, monkeypatch, capfd, mod
                 0 if started else 2
             )
             assert srt_digest(work) == pristine, index
+            assert_no_debris(work)
             continue
         # the next apply finishes the job
         assert run_forked(["apply", "-q", str(work)], None, monkeypatch) == 0, index
@@ -231,6 +275,7 @@ def test_apply_killed_at_every_write_point(work, states, monkeypatch, capfd, mod
         # and what it saved reverts to the pristine bytes
         assert run_forked(["revert", str(work)], None, monkeypatch) == 0, index
         assert srt_digest(work) == pristine, index
+        assert_no_debris(work)
 
 
 def test_revert_killed_at_every_write_point(work, states, monkeypatch, capfd):
@@ -257,6 +302,7 @@ def test_revert_killed_at_every_write_point(work, states, monkeypatch, capfd):
         else:
             assert code == 0, (index, err)
         assert srt_digest(work) == pristine, index
+        assert_no_debris(work)
         # and the tree can be patched again
         assert run_forked(["apply", "-q", str(work)], None, monkeypatch) == 0
         assert srt_digest(work) == patched, index
@@ -316,10 +362,15 @@ def test_no_write_point_left_unwrapped(work, monkeypatch):
 
     for name in PRIMITIVES:
         monkeypatch.setattr(transaction._FS, name, refuse)
-    before = {str(p): p.stat().st_mtime_ns for p in work.rglob("*")}
+    def outside_git(path: Path) -> bool:  # a checkout's lock lives under .git, by design
+        return ".git" not in path.relative_to(work).parts
+
+    before = {
+        str(p): p.stat().st_mtime_ns for p in work.rglob("*") if outside_git(p)
+    }
     assert cli.main(["apply", "-q", str(work)]) == 2
     assert {
         str(p): p.stat().st_mtime_ns
         for p in work.rglob("*")
-        if p.name != transaction.LOCK
+        if p.name != transaction.LOCK and outside_git(p)
     } == {k: v for k, v in before.items()}

@@ -1,13 +1,12 @@
 """The pre-commit hook, run as pre-commit runs it: its ``entry`` from .pre-commit-hooks.yaml,
-with no file names, at the root of a fork's checkout. It fails on 0.5.11 and passes once the
-patch is applied."""
+with no file names, at the root of a fork's git checkout. It fails on 0.5.11, ending with the
+command that fixes it, and passes once the patch is applied."""
 
 from __future__ import annotations
 
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -56,17 +55,16 @@ def _run_hook(hook: dict, checkout: Path) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_hook_fails_on_the_release_and_passes_once_patched(
-    hook, pristine, tmp_path
-):
-    checkout = tmp_path / "fork"
-    shutil.copytree(pristine, checkout / "python" / "sglang")
-
+def test_the_hook_fails_on_the_release_and_passes_once_patched(hook, checkout):
     before = _run_hook(hook, checkout)
     assert before.returncode == 1, before.stdout + before.stderr
-    assert (
-        "speculative/eagle_worker.py:" in before.stdout
-    )  # it names the unrouted sites
+    # it names the unrouted sites, from the checkout root
+    assert "python/sglang/srt/speculative/eagle_worker.py:" in before.stdout
+    # and ends with the tree it checked and the command that fixes it
+    assert before.stderr.splitlines()[-2].startswith(
+        "checked SGLang 0.5.11 (git tag v0.5.11) at python/sglang: 14 sizing sites to route"
+    )
+    assert before.stderr.splitlines()[-1] == "to fix, run: sglang-eagle-sizing apply ."
 
     assert cli_main(["apply", "--quiet", str(checkout)]) == 0
     after = _run_hook(hook, checkout)

@@ -108,7 +108,8 @@ def _missing(findings: list[Finding]) -> list[Site]:
     return [site for site in SITES if site.key not in seen]
 
 
-def _tests(report: TreeReport) -> None:
+def collect_tests(report: TreeReport) -> None:
+    """Sort the fork's test files into present and to add (a checkout only)."""
     if not report.tree.takes_tests:
         return
     for key, data in inserted_test_files().items():
@@ -125,7 +126,7 @@ def check_tree(tree: SglangTree, cache: FindingsCache | None = None) -> TreeRepo
     for file in tree.files():
         findings.extend(check_source(file, tree.read(file), RULES, cache))
     report = TreeReport(tree, findings, _missing(findings))
-    _tests(report)
+    collect_tests(report)
     return report
 
 
@@ -136,5 +137,5 @@ def rewrite_tree(tree: SglangTree) -> TreeReport:
         report.results.append(result)
         report.findings.extend(result.findings)
     report.missing = _missing(report.findings)
-    _tests(report)
+    collect_tests(report)
     return report

@@ -1,0 +1,209 @@
+"""The SGLang version of a tree, read wherever the tree records it, and what each command does
+with it: 0.5.11 (post-releases and local labels included) goes through; the real 0.5.10 and
+0.5.12 releases (their wheels from PyPI, as unpacked package folders and as git checkouts tagged
+``v0.5.10`` / ``v0.5.12``) are refused by name with nothing written; 0.5.12 is named as
+carrying upstream's own version of the refactor; ``--allow-untested-version`` lets 0.5.10
+through with a one-line warning; a tree with no version proceeds with a one-line note.
+
+Only the files the rules read and the version files are unpacked from each wheel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import git, git_status, make_checkout
+from sglang_eagle_sizing.cli import main
+from sglang_eagle_sizing.sites import SITE_FILES
+from sglang_eagle_sizing.tree import SglangTree, TreeError, TreeVersion
+from sglang_eagle_sizing.wheel import cached_release_wheel
+
+ALLOW = "--allow-untested-version"
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+def digest(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _needed(name: str) -> bool:
+    """The wheel entries a command reads: site files, every speculative/ module, versions."""
+    if name in ("sglang/_version.py", "sglang/version.py"):
+        return True
+    if name.startswith("sglang/srt/speculative/") and name.endswith(".py"):
+        return True
+    return name.removeprefix("sglang/srt/") in SITE_FILES
+
+
+@pytest.fixture(scope="session")
+def releases(tmp_path_factory) -> dict[str, Path]:
+    """``{version: folder holding sglang/}`` for 0.5.10, 0.5.11 and 0.5.12, each from its
+    release wheel (pip-downloaded once into the test cache)."""
+    root = tmp_path_factory.mktemp("releases")
+    found = {}
+    for version in ("0.5.10", "0.5.11", "0.5.12"):
+        with zipfile.ZipFile(cached_release_wheel(version)) as wheel:
+            names = [n for n in wheel.namelist() if _needed(n)]
+            wheel.extractall(root / version, names)
+        found[version] = root / version
+    return found
+
+
+@pytest.fixture
+def package(releases, tmp_path):
+    def copy(version: str) -> Path:
+        target = tmp_path / version / "sglang"
+        shutil.copytree(releases[version] / "sglang", target)
+        return target
+
+    return copy
+
+
+@pytest.fixture
+def checkout(releases, tmp_path):
+    def make(version: str, tag: str | None) -> Path:
+        return make_checkout(releases[version] / "sglang", tmp_path / f"fork-{version}", tag)
+
+    return make
+
+
+def test_the_release_wheels_record_their_version_in_version_py(releases):
+    for version in ("0.5.10", "0.5.11"):
+        package = releases[version] / "sglang"
+        tree = SglangTree.locate(package, allow_untested_version=True)
+        assert tree.version == TreeVersion(version, str(package / "_version.py"))
+
+
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.12"])
+@pytest.mark.parametrize("command", ["check", "diff", "apply", "revert", "pr"])
+def test_another_release_is_refused_by_name_and_nothing_written(
+    package, version, command
+):
+    tree = package(version)
+    before = digest(tree.parent)
+    code, out, err = run(command, str(tree))
+    assert (code, out) == (2, "")
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert f"SGLang {version} ({tree / '_version.py'})" in lines[0]
+    if version == "0.5.12":
+        assert "upstream's own version of this refactor" in lines[0]
+        assert "eagle_info.py:" in lines[0]
+    else:
+        assert "only 0.5.11 is tested" in lines[0] and ALLOW in lines[0]
+    assert digest(tree.parent) == before
+
+
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.12"])
+def test_another_release_checkout_is_refused_naming_its_git_tag(checkout, version):
+    fork = checkout(version, f"v{version}")
+    for command in ("check", "apply"):
+        code, out, err = run(command, str(fork))
+        assert code == 2 and out == ""
+        assert f"SGLang {version} (git tag v{version})" in err, err
+    assert git_status(fork) == []
+    assert not (fork / ".git" / "sglang-eagle-sizing" / "backup").exists()
+
+
+def test_the_override_lets_0_5_10_through_on_structure_with_a_warning(checkout):
+    fork = checkout("0.5.10", "v0.5.10")
+    warning = (
+        "warning: SGLang 0.5.10 (git tag v0.5.10): only 0.5.11 is tested; proceeding on "
+        f"structure ({ALLOW})"
+    )
+    code, out, err = run("check", ALLOW, str(fork))
+    assert code == 1
+    assert err.splitlines()[0] == warning
+    assert err.splitlines()[-1] == f"to fix, run: sglang-eagle-sizing apply {ALLOW} {fork}"
+    code, out, err = run("apply", ALLOW, str(fork))
+    assert code == 0, err
+    assert err.splitlines() == [warning]
+    assert "applied to SGLang 0.5.10 (git tag v0.5.10)" in out.splitlines()[-1]
+    assert run("check", ALLOW, str(fork))[0] == 0
+    assert run("revert", ALLOW, str(fork))[0] == 0
+    assert git_status(fork) == []
+
+
+def test_the_override_does_not_apply_upstreams_own_refactor(package):
+    code, _, err = run("apply", ALLOW, str(package("0.5.12")))
+    assert code == 2 and "upstream's own version of this refactor" in err
+
+
+def test_a_checkout_without_tags_proceeds_with_a_note(checkout):
+    fork = checkout("0.5.11", None)
+    code, out, err = run("apply", "-q", str(fork))
+    assert code == 0
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("note: no SGLang version found at "), lines
+    assert "proceeding on structure" in lines[0]
+    code, _, err = run("check", str(fork))
+    assert code == 0
+    assert err.splitlines()[-1].startswith("checked SGLang (version unknown) at ")
+
+
+def test_a_checkout_reads_the_tag_not_a_generated_version_file(checkout):
+    """setuptools_scm writes the *next* version into _version.py of a checkout past a tag."""
+    fork = checkout("0.5.11", "v0.5.11")
+    (fork / "python/sglang/_version.py").write_text("__version__ = version = '0.5.12.dev3'\n")
+    tree = SglangTree.locate(fork)
+    assert tree.version == TreeVersion("0.5.11", "git tag v0.5.11")
+    git(fork, "commit", "-q", "--allow-empty", "-m", "merge upstream 0.5.12")
+    git(fork, "tag", "v0.5.12")
+    with pytest.raises(TreeError, match=r"SGLang 0\.5\.12 \(git tag v0\.5\.12\)"):
+        SglangTree.locate(fork)
+
+
+def test_installed_metadata_and_literal_version_are_read(package):
+    tree = package("0.5.11")
+    (tree / "_version.py").unlink()
+    info = tree.parent / "sglang-0.5.10.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.10\n\n")
+    with pytest.raises(TreeError, match=r"SGLang 0\.5\.10 \(.*METADATA\)"):
+        SglangTree.locate(tree)
+    shutil.rmtree(info)
+    info = tree.parent / "sglang-0.5.11+eaglesizing1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Name: sglang\nVersion: 0.5.11+eaglesizing1\n\n")
+    assert SglangTree.locate(tree).version.number == "0.5.11+eaglesizing1"
+    shutil.rmtree(info)
+    (tree / "version.py").write_text('__version__ = "0.5.11.post2"\n')
+    assert SglangTree.locate(tree).version == TreeVersion(
+        "0.5.11.post2", str(tree / "version.py")
+    )
+
+
+@pytest.mark.parametrize(
+    "number, known",
+    [
+        ("0.5.11", True),
+        ("0.5.11.post1", True),
+        ("0.5.11+eaglesizing1", True),
+        ("0.5.11.post2+fork.3", True),
+        ("0.5.10", False),
+        ("0.5.12", False),
+        ("0.5.11.dev0", False),
+        ("0.5.11rc1", False),
+        ("0.5.110", False),
+        ("0.5.1", False),
+    ],
+)
+def test_which_versions_are_known(number, known):
+    assert TreeVersion(number, "here").known is known
