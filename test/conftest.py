@@ -13,7 +13,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from sglang_eagle_sizing import patch
 from sglang_eagle_sizing.cli import main as cli_main
 from sglang_eagle_sizing.wheel import cached_release_wheel

@@ -103,15 +103,14 @@ def test_check_lists_paths_from_where_it_runs_and_ends_with_the_fix(
     code, out, err = run("check", ".")
     assert code == 1
     lines = out.splitlines()
-    assert all(
-        line.startswith("python/sglang/srt/") or line.startswith("test/")
-        for line in lines
-    ), lines
+    assert all(line.startswith(("python/sglang/srt/", "test/")) for line in lines), lines
     for key in stand_in_tests:
         assert f"{key}  fork-test  not added" in lines
     assert err.splitlines() == [
-        "checked SGLang 0.5.11 (git tag v0.5.11) at python/sglang: 14 sizing sites to "
-        "route, 10 supporting changes to make, 2 fork test files to add",
+        (
+            "checked SGLang 0.5.11 (git tag v0.5.11) at python/sglang: 14 sizing sites to "
+            "route, 10 supporting changes to make, 2 fork test files to add"
+        ),
         "to fix, run: sglang-eagle-sizing apply .",
     ]
     # from a subfolder, the paths are relative to it when under it, else absolute
@@ -171,10 +170,10 @@ def test_an_installed_package_gets_no_test_files(tree, stand_in_tests, tmp_path)
     assert code == 1 and "fork-test" not in out
     code, diff, _ = run("diff", str(tree))
     assert code == 0 and "/dev/null" not in diff
-    before = set(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    before = {p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()}
     assert run("apply", "-q", str(tree))[0] == 0
     assert run("check", str(tree))[0] == 0
-    after = set(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    after = {p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()}
     new = {p for p in after - before if not p.parts[1].startswith(".eagle-sizing")}
     assert new == set()
     assert (tree / transaction.BACKUP_DIR / "manifest.json").is_file()
@@ -251,3 +250,21 @@ def test_the_checkout_is_tagged_like_upstream(checkout_source):
     assert git(checkout_source, "describe", "--tags").strip() == "v0.5.11"
     assert git_status(checkout_source) == []
     assert not (checkout_source / "python/sglang/_version.py").exists()
+
+
+def test_diffs_of_files_without_a_final_newline_or_with_a_form_feed_apply(tmp_path):
+    """The diff's lines are git's (split at newlines only), and a last line without newline
+    is marked, so ``git apply`` reproduces the bytes exactly."""
+    from sglang_eagle_sizing.engine import unified_diff
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    old, new = "one\ntwo", "one\nthree\x0cfour\ntwo"
+    (repo / "a.py").write_text(old)
+    diff = unified_diff(old, new, "a/a.py", "b/a.py")
+    diff += unified_diff("", "x\ny", "/dev/null", "b/sub/new.py")
+    (tmp_path / "p.diff").write_text(diff)
+    git(repo, "apply", str(tmp_path / "p.diff"))
+    assert (repo / "a.py").read_bytes() == new.encode()
+    assert (repo / "sub" / "new.py").read_bytes() == b"x\ny"

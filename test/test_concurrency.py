@@ -7,9 +7,9 @@ import os
 import subprocess
 import sys
 
+from conftest import make_checkout
 from sglang_eagle_sizing import transaction
 from sglang_eagle_sizing.tree import SglangTree
-from conftest import make_checkout
 from test_faults import small_copy, srt_digest
 
 HOLD = """

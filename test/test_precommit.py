@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from conftest import REPO
-from sglang_eagle_sizing.sites import SITE_FILES
+from conftest import REPO, STAND_IN_TESTS
 from sglang_eagle_sizing.cli import main as cli_main
+from sglang_eagle_sizing.sites import SITE_FILES
 
 HOOK_ID = "sglang-eagle-sizing-check"
 
@@ -35,6 +34,10 @@ def test_the_hook_is_declared_as_the_brief_says(hook):
     # every file that holds a site triggers it
     for file in SITE_FILES:
         assert hook.get("always_run") is True or re.search(hook["files"], "python/sglang/srt/" + file), file
+    # and so does removing a fork test file apply added
+    for key in STAND_IN_TESTS:
+        assert hook.get("always_run") is True or re.search(hook["files"], key), key
+    assert not re.search(hook["files"], "python/sglang/srt/layers/linear.py")
     assert hook["entry"].split()[:2] == ["sglang-eagle-sizing", "check"]
     assert hook.get("name")
 

@@ -18,7 +18,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import git, git_status, make_checkout
 from sglang_eagle_sizing.cli import main
 from sglang_eagle_sizing.sites import SITE_FILES
@@ -135,7 +134,10 @@ def test_the_override_lets_0_5_10_through_on_structure_with_a_warning(checkout):
     code, out, err = run("apply", ALLOW, str(fork))
     assert code == 0, err
     assert err.splitlines() == [warning]
-    assert "applied to SGLang 0.5.10 (git tag v0.5.10)" in out.splitlines()[-1]
+    assert out.splitlines()[-1].startswith(
+        "applied to SGLang 0.5.10 (git tag v0.5.10) at "
+    )
+    assert ": 14 sizing sites routed, 10 supporting changes" in out.splitlines()[-1]
     assert run("check", ALLOW, str(fork))[0] == 0
     assert run("revert", ALLOW, str(fork))[0] == 0
     assert git_status(fork) == []
@@ -148,7 +150,7 @@ def test_the_override_does_not_apply_upstreams_own_refactor(package):
 
 def test_a_checkout_without_tags_proceeds_with_a_note(checkout):
     fork = checkout("0.5.11", None)
-    code, out, err = run("apply", "-q", str(fork))
+    code, _, err = run("apply", "-q", str(fork))
     assert code == 0
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("note: no SGLang version found at "), lines

@@ -191,7 +191,10 @@ def _check(tree: SglangTree, args: argparse.Namespace) -> int:
         print(f"{display(tree.path(key))}  fork-test  not added")
     sys.stdout.flush()  # the summary (stderr) comes last, also where both go to one stream
     if interrupted is not None:
-        print(f"{interrupted}: apply finishes it (or revert rolls it back)", file=sys.stderr)
+        print(
+            f"{interrupted}: apply finishes it (or revert rolls it back)",
+            file=sys.stderr,
+        )
     if report.routed and interrupted is None:
         found = "every sizing site routed"
         if report.tests_present:

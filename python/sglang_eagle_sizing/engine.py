@@ -455,7 +455,8 @@ NO_NEWLINE = "\\ No newline at end of file\n"
 
 def unified_diff(old: str, new: str, old_name: str, new_name: str) -> str:
     """A unified diff ``git apply`` and ``patch -p1`` take (``old`` empty and ``old_name``
-    ``/dev/null`` for a new file), marking a last line without newline as they expect."""
+    ``/dev/null`` for a new file), marking a last line without newline as they expect.
+    """
     lines = []
     for line in difflib.unified_diff(
         _lines(old),

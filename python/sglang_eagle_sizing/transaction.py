@@ -167,7 +167,9 @@ def locked(tree: SglangTree) -> Iterator[None]:
     path = tree.lock_file
     while True:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)  # a git checkout's state folder
+            path.parent.mkdir(
+                parents=True, exist_ok=True
+            )  # a git checkout's state folder
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise TreeError(
@@ -337,9 +339,7 @@ def describe(tree: SglangTree) -> str | None:
     journal = Journal.read(tree)
     if journal is None:
         return None
-    done = sum(
-        _current_sha(tree.path(s.file)) == s.after_sha256 for s in journal.steps
-    )
+    done = sum(_current_sha(tree.path(s.file)) == s.after_sha256 for s in journal.steps)
     return (
         f"{tree.backup_dir / JOURNAL}: an interrupted {journal.operation} "
         f"({done} of {len(journal.steps)} files written)"

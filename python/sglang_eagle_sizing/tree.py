@@ -161,7 +161,7 @@ class SglangTree:
                 raise TreeError(
                     "no installed sglang found; pass the path of an SGLang tree"
                 )
-            package = Path(list(spec.submodule_search_locations)[0])
+            package = Path(next(iter(spec.submodule_search_locations)))
         else:
             root = Path(path)
             if not root.exists():
@@ -182,7 +182,10 @@ class SglangTree:
     @classmethod
     def _checked(cls, package: Path, allow_untested_version: bool) -> SglangTree:
         checkout = None
-        if package.parent.name == "python" and (package.parent.parent / "test").is_dir():
+        if (
+            package.parent.name == "python"
+            and (package.parent.parent / "test").is_dir()
+        ):
             checkout = package.parent.parent
         git_dir, prefix = _git_dir(checkout) if checkout is not None else (None, "")
         tree = cls(package, checkout, git_dir, prefix)
@@ -194,7 +197,11 @@ class SglangTree:
                 "upstream's own version of this refactor (EagleDraftInput.hidden_size_for at "
                 f"{upstream}, without this patch's helpers); nothing written"
             )
-        if tree.version is not None and not tree.version.known and not allow_untested_version:
+        if (
+            tree.version is not None
+            and not tree.version.known
+            and not allow_untested_version
+        ):
             raise TreeError(
                 f"{display(package)}: {tree.version}; only {KNOWN_VERSION} is tested, "
                 f"nothing written ({ALLOW_FLAG} proceeds on structure)"
@@ -208,7 +215,8 @@ class SglangTree:
 
     def upstream_refactor(self) -> str | None:
         """``eagle_info.py:LINE`` of ``EagleDraftInput.hidden_size_for`` when the tree has it
-        but not the helpers this patch inserts with it: upstream's refactor (0.5.12+)."""
+        but not the helpers this patch inserts with it: upstream's refactor (0.5.12+).
+        """
         path = self.srt / "speculative" / "eagle_info.py"
         try:
             module = ast.parse(path.read_bytes())
@@ -220,7 +228,10 @@ class SglangTree:
         for node in module.body:
             if isinstance(node, ast.ClassDef) and node.name == "EagleDraftInput":
                 for item in node.body:
-                    if isinstance(item, ast.FunctionDef) and item.name == "hidden_size_for":
+                    if (
+                        isinstance(item, ast.FunctionDef)
+                        and item.name == "hidden_size_for"
+                    ):
                         return f"{display(path)}:{item.lineno}"
         return None
 
@@ -230,8 +241,11 @@ class SglangTree:
         ``_version.py`` there names the *next* version), ``_version.py`` (release wheels), the
         installed distribution's metadata next to the package, a literal ``__version__`` in
         ``version.py``."""
-        finders = [self._from_version_file("_version.py"), self._from_dist_info,
-                   self._from_version_file("version.py")]
+        finders = [
+            self._from_version_file("_version.py"),
+            self._from_dist_info,
+            self._from_version_file("version.py"),
+        ]
         if self.git_dir is not None:
             finders.insert(0, self._from_git_tag)
         for finder in finders:
