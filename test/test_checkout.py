@@ -268,3 +268,13 @@ def test_diffs_of_files_without_a_final_newline_or_with_a_form_feed_apply(tmp_pa
     git(repo, "apply", str(tmp_path / "p.diff"))
     assert (repo / "a.py").read_bytes() == new.encode()
     assert (repo / "sub" / "new.py").read_bytes() == b"x\ny"
+
+
+def test_check_without_path_in_a_checkout_says_it_read_the_installed_sglang(
+    checkout, monkeypatch
+):
+    monkeypatch.chdir(checkout)
+    _, _, err = run("check")
+    assert err.splitlines()[0].startswith("note: no PATH: working on the installed sglang (")
+    assert err.splitlines()[0].endswith("not on python/sglang; pass . for this checkout")
+    assert " at " in err.splitlines()[-2] or " at " in err.splitlines()[-1]

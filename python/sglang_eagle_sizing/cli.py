@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import shlex
 import sys
+from pathlib import Path
 
 from . import __version__, transaction
 from .engine import Finding, FindingsCache, RewriteError, default_cache_dir
@@ -111,6 +112,13 @@ def locate(args: argparse.Namespace, path: str | None) -> SglangTree:
     note = tree.version_note()
     if note:
         print(note, file=sys.stderr)
+    here = Path.cwd() / "python" / "sglang"
+    if path is None and (here / "srt").is_dir() and here.resolve() != tree.package:
+        print(
+            f"note: no PATH: working on the installed sglang ({display(tree.package)}), "
+            f"not on {display(here)}; pass . for this checkout",
+            file=sys.stderr,
+        )
     return tree
 
 
