@@ -159,7 +159,7 @@ def _read_num_aux_hidden_states(
     num_aux = len(layer_ids) if layer_ids else 3
     declared_num_aux = getattr(draft_hf_config, "num_aux_hidden_states", None)
     if declared_num_aux is not None and declared_num_aux != num_aux:
-        captured = f"the layers of {key}" if key else "the target's 3 default layers"
+        captured = f"layers in {key}" if key else "the target's default layers"
         raise _invalid_draft_config(
             "num_aux_hidden_states",
             declared_num_aux,
