@@ -79,9 +79,13 @@ REFUSALS = [
     ("target_hidden_size", {"target_hidden_size": 5120}, None,
      "target_hidden_size", 5120, "4096, the target's hidden_size"),
     ("fc width: four ids in eagle_config", {"eagle_config": {IDS: [1, 8, 16, 24]}}, None,
-     "eagle_config." + IDS, [1, 8, 16, 24], "3 layers: the draft model's fc takes 3 x 4096 features"),
+     "eagle_config." + IDS, [1, 8, 16, 24],
+     "3 layer ids: the draft model's fc takes 3 x 4096 = 12288 features, 4 target layers "
+     "produce 4 x 4096 = 16384"),
     ("fc width: two ids at the top level", {IDS: [1, 2]}, None,
-     IDS, [1, 2], "3 layers: the draft model's fc takes 3 x 4096 features"),
+     IDS, [1, 2],
+     "3 layer ids: the draft model's fc takes 3 x 4096 = 12288 features, 2 target layers "
+     "produce 2 x 4096 = 8192"),
     ("fc width: target_hidden_size missing for a wider target", {}, WIDE_TARGET,
      "target_hidden_size", None,
      "5120, the target's hidden_size: without it the draft model's fc takes 3 x hidden_size "

@@ -267,7 +267,9 @@ def validate_eagle_draft_config(
         raise _invalid_draft_config(
             key,
             layer_ids,
-            f"3 layers: the draft model's fc takes 3 x {fc_hidden_size} features",
+            f"3 layer ids: the draft model's fc takes 3 x {fc_hidden_size} = "
+            f"{3 * fc_hidden_size} features, {num_aux} target layers produce "
+            f"{num_aux} x {target_hidden_size} = {produced}",
             *paths,
         )
     raise _invalid_draft_config(
