@@ -5,7 +5,7 @@
 CUDA-graph buffer and PD metadata buffer of EAGLE, EAGLE-3, MTP and STANDALONE. No server,
 no weights, no GPU: the model configs are real ``ModelConfig``s built from config.json files
 written to a temporary folder, with the shapes of public drafters and their targets; the
-workers are stand-ins holding exactly what the patched workers hold.
+workers are stand-ins holding the attributes of the patched workers that sizing reads.
 
 The last class reads the speculative modules and the scheduler with ``ast``: every sizing
 site must go through the classmethods, so a merge that brings back an inline width fails
