@@ -193,7 +193,11 @@ EAGLE3_PAIRS = sorted(
 )
 
 
-@pytest.mark.parametrize("name", EAGLE3_PAIRS)
+#: a drafter that declares its aux layer ids at the top level (see its SOURCE.md)
+TOP_LEVEL_IDS = "qwen3-30b-a3b__specforge-moe-draft-eagle3-toplevel-ids"
+
+
+@pytest.mark.parametrize("name", sorted(set(EAGLE3_PAIRS) - {TOP_LEVEL_IDS}))
 def test_the_target_captures_what_it_did_for_every_shared_eagle3_drafter(trees, name):
     """The target ModelRunner now reads eagle_config through the workers' parser; for every
     real drafter it captures exactly what 0.5.11's own parsing made it capture."""
@@ -203,3 +207,18 @@ def test_the_target_captures_what_it_did_for_every_shared_eagle3_drafter(trees, 
     old = _target_capture(trees.pristine, pair.draft, load_eagle_info(trees.patched))
     new = _target_capture(trees.patched, pair.draft, load_eagle_info(trees.patched))
     assert new == old
+
+
+def test_the_target_captures_the_layers_a_drafter_declares_at_the_top_level(trees):
+    """0.5.11 read the ids only from eagle_config: for this drafter the target captured its
+    default layers. The patched target captures the drafter's own, the ones the parser (and
+    so the workers' sizes) count."""
+    from sglang_eagle_sizing.evaluate import load_eagle_info
+
+    declared = config_json(DATA / TOP_LEVEL_IDS / "draft")["eagle_aux_hidden_state_layer_ids"]
+    assert "eagle_config" not in config_json(DATA / TOP_LEVEL_IDS / "draft")
+    pair = load_pair(DATA / TOP_LEVEL_IDS / "draft", DATA / TOP_LEVEL_IDS / "target")
+    eagle_info = load_eagle_info(trees.patched)
+    assert _target_capture(trees.pristine, pair.draft, eagle_info) == (True, None)
+    assert _target_capture(trees.patched, pair.draft, eagle_info) == (True, declared)
+    assert eagle_info.get_eagle_num_aux_hidden_states(pair.draft.hf_config) == len(declared)

@@ -17,7 +17,8 @@ import pytest
 
 from conftest import DATA, SUPPORT, config_json, hidden_size_in, probe_json, run_python
 
-# (case name, pair folder or (draft folder, target folder), algorithm)
+# (case name, pair folder or (draft folder, target folder), algorithm); the cases named in
+# PD_CASES also run Scheduler.init_disaggregation on both servers.
 CASES = [
     ("llama3.1-8b eagle3 (fp16 draft, bf16 target)", "llama3.1-8b-instruct__specforge-llama3-8b-eagle3", "EAGLE3"),
     ("llama3.1-8b eagle3 without aux", "llama3.1-8b-instruct__trtllm-2layer-noaux-fixture", "EAGLE3"),
@@ -31,7 +32,15 @@ CASES = [
      "STANDALONE"),
 ]
 
+PD_CASES = {
+    "llama3.1-8b eagle3 (fp16 draft, bf16 target)",
+    "llama-2-70b eagle",
+    "qwen3-4b standalone for qwen3-30b-a3b",
+}
+PAIR = DATA / "llama3.1-8b-instruct__specforge-llama3-8b-eagle3"
+
 TORCH_DTYPES = {"float16": "torch.float16", "bfloat16": "torch.bfloat16"}
+ELEMENT_BYTES = {"torch.float16": 2, "torch.bfloat16": 2, "torch.float32": 4}
 
 
 def _folders(pair):
@@ -67,12 +76,31 @@ def expected(pair, algorithm):
 @pytest.fixture(scope="module")
 def probe(patched_root, libcuda_stub, tmp_path_factory):
     cases = [
-        {"name": name, "draft": str(_folders(pair)[0]), "target": str(_folders(pair)[1]), "algorithm": algorithm}
+        {"name": name, "draft": str(_folders(pair)[0]), "target": str(_folders(pair)[1]),
+         "algorithm": algorithm, "pd": name in PD_CASES}
         for name, pair, algorithm in CASES
     ]
-    path = tmp_path_factory.mktemp("probe") / "cases.json"
+    folder = tmp_path_factory.mktemp("probe")
+    path = folder / "cases.json"
     path.write_text(json.dumps(cases))
-    result = run_python(patched_root, libcuda_stub, [str(SUPPORT / "probe_patched.py"), str(path)])
+    # Start-up: the real llama3.1-8b EAGLE-3 pair, and the same drafter (hidden size 4096, no
+    # target_hidden_size) for a target made 5120 wide: the drafter's fc cannot take it.
+    wide_target = folder / "target-5120"
+    wide_target.mkdir()
+    config = config_json(PAIR / "target")
+    config.update(hidden_size=5120, num_attention_heads=40, head_dim=128)
+    (wide_target / "config.json").write_text(json.dumps(config))
+    start_up_cases = [
+        {"name": "good", "draft": str(PAIR / "draft"), "target": str(PAIR / "target"), "algorithm": "EAGLE3"},
+        {"name": "bad", "draft": str(PAIR / "draft"), "target": str(wide_target), "algorithm": "EAGLE3"},
+    ]
+    start_up_path = folder / "start_up.json"
+    start_up_path.write_text(json.dumps(start_up_cases))
+    result = run_python(
+        patched_root,
+        libcuda_stub,
+        [str(SUPPORT / "probe_patched.py"), str(path), str(start_up_path)],
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     return probe_json(result)
 
@@ -139,10 +167,65 @@ def test_pristine_multi_layer_worker_does_not_import_but_patched_does(pristine_r
     assert probe["imports"][module] == "ok"
 
 
-def test_pd_metadata_buffers_take_the_decode_contract(probe):
-    """Scheduler.init_disaggregation, run from the patched tree up to MetadataBuffers."""
-    assert len(probe["pd"]) == 4
-    for row in probe["pd"]:
-        assert row["hidden_size"] is not None, row
-        # llama3.1-8b EAGLE-3: the draft's width and fp16, not the target's bf16
-        assert [row["hidden_size"], row["dtype"]] == row["contract"] == [4096, "torch.float16"]
+PD_WORKERS = {
+    "EAGLE": {"EAGLEWorker", "EagleDraftWorker"},
+    "EAGLE3": {"EAGLEWorker", "EagleDraftWorker"},
+    "STANDALONE": {"StandaloneWorker", "StandaloneDraftWorker"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(PD_CASES))
+def test_pd_prefill_and_decode_servers_give_the_hidden_state_buffer_one_item_size(probe, name):
+    """The patched Scheduler.init_disaggregation, run in prefill and in decode mode with the real
+    MetadataBuffers: the prefill server writes items of its own length into the decode server's
+    slots, so the item lengths must be equal, and be the decode contract's width and dtype."""
+    rows = [r for r in probe["pd"] if r["case"] == name]
+    algorithm = rows[0]["algorithm"]
+    assert {r["worker"] for r in rows} == PD_WORKERS[algorithm]
+    for worker in PD_WORKERS[algorithm]:
+        sides = {r["mode"]: r for r in rows if r["worker"] == worker}
+        assert set(sides) == {"prefill", "decode"}
+        assert all(r["reached_queues"] for r in sides.values())
+        prefill, decode = sides["prefill"], sides["decode"]
+        assert prefill["hidden_states_item_bytes"] == decode["hidden_states_item_bytes"], worker
+        width, dtype = prefill["contract"]
+        assert prefill["hidden_states"] == decode["hidden_states"] == [width, dtype]
+        assert prefill["hidden_states_item_bytes"] == width * ELEMENT_BYTES[dtype]
+
+
+def test_pd_standalone_buffer_is_the_draft_models_width(probe):
+    """qwen3-4b (2560 wide, bf16) drafting for qwen3-30b-a3b (2048): the draft's width on both
+    servers; 0.5.11's decode server had 16 float32 (64 bytes) here."""
+    rows = [r for r in probe["pd"] if r["algorithm"] == "STANDALONE"]
+    assert rows and {r["hidden_states_item_bytes"] for r in rows} == {2560 * 2}
+
+
+def _start_up(probe, case):
+    return {r["worker"]: r for r in probe["start_up"] if r["case"] == case}
+
+
+EAGLE_WORKERS = {"EAGLEWorker", "EagleDraftWorker", "MultiLayerEagleWorker", "MultiLayerEagleDraftWorker"}
+
+
+def test_a_bad_drafter_is_refused_before_the_draft_model_is_built(probe):
+    """Each EAGLE worker's patched __init__, with the draft TpModelWorker / ModelRunner replaced
+    by a sentinel: the refusal comes first, the sentinel is never reached."""
+    rows = _start_up(probe, "bad")
+    assert set(rows) == EAGLE_WORKERS
+    for worker, row in rows.items():
+        assert row["outcome"] == "refused", (worker, row)
+        assert row["sentinel_calls"] == [], worker
+        assert "target_hidden_size=None" in row["message"] and "expected 5120" in row["message"]
+        assert str(PAIR / "draft") in row["message"] and "target-5120" in row["message"]
+
+
+def test_a_good_drafter_reaches_the_draft_model_with_its_attributes_set(probe):
+    """The same harness with the real pair: the sentinel is reached (the harness can tell), and
+    by then the worker holds what the classmethods read."""
+    rows = _start_up(probe, "good")
+    assert set(rows) == EAGLE_WORKERS
+    for worker, row in rows.items():
+        assert row["outcome"] == "draft model built", (worker, row)
+        assert row["sentinel_calls"], worker
+        assert row["eagle_use_aux_hidden_state"] is True, worker
+        assert row["eagle_num_aux_hidden_states"] == 3, worker

@@ -9,6 +9,7 @@ import pytest
 from sglang_eagle_sizing.engine import Finding, RewriteError, check_source, rewrite_source
 from sglang_eagle_sizing.rules import RULES
 from sglang_eagle_sizing.rules.annotations import TypeCheckingAnnotationRule
+from sglang_eagle_sizing.rules.disaggregation import MetadataBufferRule
 from sglang_eagle_sizing.rules.aux_flag import AuxFlagRule
 from sglang_eagle_sizing.rules.draft_runner import DraftRunnerRule
 from sglang_eagle_sizing.rules.extend_idle import ExtendIdleRule
@@ -179,10 +180,32 @@ def test_buffer_sized_by_a_parameter_is_not_a_site():
     assert rewrite("speculative/eagle_info.py", before, BufferRule)[1] == []
 
 
-def test_aux_flag_inline_parse_is_replaced_by_the_parser():
+START_UP_AFTER = """
+            # Read and check the drafter's config before its weights load; the classmethods
+            # that size the hidden states read the two attributes parsed here.
+            draft_model_config = get_eagle_draft_model_config(server_args)
+            validate_eagle_draft_config(
+                self.speculative_algorithm,
+                draft_model_config,
+                self.target_worker.model_config,
+            )
+            self.eagle_use_aux_hidden_state = parse_eagle_use_aux_hidden_state(
+                self.speculative_algorithm, draft_model_config.hf_config
+            )
+            self.eagle_num_aux_hidden_states = get_eagle_num_aux_hidden_states(
+                draft_model_config.hf_config
+            )
+"""
+
+
+def test_aux_flag_inline_parse_moves_before_the_draft_model_is_built():
     before = """
     class EagleDraftWorker:
-        def __init__(self):
+        def __init__(self, server_args, target_worker):
+            self.target_worker = target_worker
+            with ctx:
+                # Init draft worker
+                self.draft_worker = TpModelWorker(server_args=server_args)
             self.draft_runner = self.draft_worker.model_runner
             self.eagle_use_aux_hidden_state = False
             if self.speculative_algorithm.is_eagle3():
@@ -195,37 +218,174 @@ def test_aux_flag_inline_parse_is_replaced_by_the_parser():
             self.init_cuda_graphs()
     """
     after, findings = rewrite("speculative/eagle_worker_v2.py", before, AuxFlagRule)
-    expected = """
+    expected = (
+        """
     class EagleDraftWorker:
-        def __init__(self):
+        def __init__(self, server_args, target_worker):
+            self.target_worker = target_worker"""
+        + START_UP_AFTER.rstrip("\n")
+        + """
+            with ctx:
+                # Init draft worker
+                self.draft_worker = TpModelWorker(server_args=server_args)
             self.draft_runner = self.draft_worker.model_runner
-            validate_eagle_draft_config(
-                self.speculative_algorithm,
-                self.draft_runner.model_config,
-                self.target_worker.model_config,
-            )
-            self.eagle_use_aux_hidden_state = parse_eagle_use_aux_hidden_state(
-                self.speculative_algorithm, self.draft_runner.model_config.hf_config
-            )
             self.init_cuda_graphs()
     """
+    )
     assert after == textwrap.dedent(expected)
-    assert [(f.label, f.status) for f in findings] == [("aux-flag", "unrouted")]
+    assert [(f.line, f.label, f.status) for f in findings] == [(9, "aux-flag", "unrouted")]
+    assert_idempotent("speculative/eagle_worker_v2.py", after, AuxFlagRule)
+
+
+def test_aux_flag_is_added_before_super_init_of_a_worker_without_one():
+    before = """
+    class MultiLayerEagleWorker:
+        def __init__(self, server_args, target_worker):
+            self.target_worker = target_worker
+            with ctx, speculative_moe_backend_context():
+                super().__init__(server_args=server_args, is_draft_worker=True)
+            self.init_cuda_graphs()
+    """
+    after, findings = rewrite("speculative/multi_layer_eagle_worker.py", before, AuxFlagRule)
+    lines = after.splitlines()
+    build = next(i for i, line in enumerate(lines) if "super().__init__(" in line)
+    assert lines[build - 1].strip() == "with ctx, speculative_moe_backend_context():"
+    assert "draft_model_config = get_eagle_draft_model_config(server_args)" in lines[build - 13]
+    assert lines[build - 4].strip() == "self.eagle_num_aux_hidden_states = get_eagle_num_aux_hidden_states("
+    assert [(f.line, f.status) for f in findings] == [(5, "unrouted")]
+    assert_idempotent("speculative/multi_layer_eagle_worker.py", after, AuxFlagRule)
 
 
 def test_aux_flag_and_draft_runner_are_added_to_the_multi_layer_draft_worker():
     before = """
     class MultiLayerEagleDraftWorker:
-        def __init__(self):
+        def __init__(self, server_args):
+            with empty_context():
+                self.draft_worker = TpModelWorker(server_args=server_args)
             self.draft_runner_list: List[ModelRunner] = self.draft_worker.model_runner_list
             self.init_cuda_graphs()
     """
     after, _ = rewrite("speculative/multi_layer_eagle_worker_v2.py", before, DraftRunnerRule, AuxFlagRule)
     lines = textwrap.dedent(after).splitlines()
-    assert lines[3].strip().startswith("self.draft_runner_list")
-    assert lines[5].strip() == "self.draft_runner = self.draft_runner_list[0]"
-    assert lines[6].strip() == "validate_eagle_draft_config("
-    assert lines[11].strip() == "self.eagle_use_aux_hidden_state = parse_eagle_use_aux_hidden_state("
+    assert lines[3].strip().startswith("# Read and check the drafter's config")
+    assert lines[5].strip() == "draft_model_config = get_eagle_draft_model_config(server_args)"
+    assert lines[17].strip() == "with empty_context():"
+    assert lines[19].strip().startswith("self.draft_runner_list")
+    assert lines[21].strip() == "self.draft_runner = self.draft_runner_list[0]"
+
+
+def test_aux_flag_of_an_earlier_patch_after_the_build_is_an_error():
+    before = """
+    class EagleDraftWorker:
+        def __init__(self, server_args):
+            self.draft_worker = TpModelWorker(server_args=server_args)
+            self.eagle_use_aux_hidden_state = parse_eagle_use_aux_hidden_state(
+                self.speculative_algorithm, self.draft_runner.model_config.hf_config
+            )
+    """
+    with pytest.raises(RewriteError, match="eagle_worker_v2.py:5: .*form the rule does not know"):
+        rewrite("speculative/eagle_worker_v2.py", before, AuxFlagRule)
+
+
+def test_a_worker_that_never_builds_its_draft_model_is_an_error():
+    before = """
+    class EAGLEWorker:
+        def __init__(self, server_args):
+            self.eagle_use_aux_hidden_state = False
+    """
+    with pytest.raises(RewriteError, match=r"EAGLEWorker.__init__: no statement calls super\(\).__init__"):
+        rewrite("speculative/eagle_worker.py", before, AuxFlagRule)
+
+
+def test_pd_metadata_buffers_get_one_condition_and_the_contract():
+    before = """
+    class Scheduler:
+        def init_disaggregation(self):
+            if self.disaggregation_mode == DisaggregationMode.DECODE:
+                self.disagg_metadata_buffers = MetadataBuffers(
+                    buffer_size,
+                    hidden_size=(
+                        model_config.spec_hidden_size
+                        if self.spec_algorithm.is_eagle()
+                        else 16  # minimal padding size for RDMA
+                    ),
+                    hidden_states_dtype=(
+                        model_config.dtype
+                        if self.spec_algorithm.is_eagle()
+                        else torch.float32
+                    ),
+                )
+            elif self.disaggregation_mode == DisaggregationMode.PREFILL:
+                self.disagg_metadata_buffers = MetadataBuffers(
+                    buffer_size,
+                    hidden_size=(
+                        model_config.spec_hidden_size
+                        if self.spec_algorithm.is_eagle()
+                        or self.spec_algorithm.is_standalone()
+                        else 16  # minimal padding size for RDMA
+                    ),
+                    hidden_states_dtype=(
+                        model_config.dtype
+                        if self.spec_algorithm.is_eagle()
+                        or self.spec_algorithm.is_standalone()
+                        else torch.float32
+                    ),
+                )
+    """
+    after, findings = rewrite("managers/scheduler.py", before, MetadataBufferRule)
+    side = """
+                self.disagg_metadata_buffers = MetadataBuffers(
+                    buffer_size,
+                    hidden_size=(
+                        EagleDraftInput.hidden_size_for(self.draft_worker)
+                        if self.spec_algorithm.is_eagle()
+                        or self.spec_algorithm.is_standalone()
+                        else 16  # minimal padding size for RDMA
+                    ),
+                    hidden_states_dtype=(
+                        EagleDraftInput.dtype_for(self.draft_worker)
+                        if self.spec_algorithm.is_eagle()
+                        or self.spec_algorithm.is_standalone()
+                        else torch.float32
+                    ),
+                )"""
+    expected = (
+        """
+    class Scheduler:
+        def init_disaggregation(self):
+            if self.disaggregation_mode == DisaggregationMode.DECODE:"""
+        + side
+        + """
+            elif self.disaggregation_mode == DisaggregationMode.PREFILL:"""
+        + side
+        + "\n"
+    )
+    assert after == textwrap.dedent(expected)
+    assert [(f.line, f.status) for f in findings] == [(5, "unrouted"), (19, "unrouted")]
+    assert_idempotent("managers/scheduler.py", after, MetadataBufferRule)
+
+
+def test_pd_metadata_buffer_with_the_contract_but_its_own_condition_is_not_routed():
+    before = """
+    class Scheduler:
+        def init_disaggregation(self):
+            self.disagg_metadata_buffers = MetadataBuffers(
+                buffer_size,
+                hidden_size=(
+                    EagleDraftInput.hidden_size_for(self.draft_worker)
+                    if self.spec_algorithm.is_eagle()
+                    else 16
+                ),
+                hidden_states_dtype=(
+                    EagleDraftInput.dtype_for(self.draft_worker)
+                    if self.spec_algorithm.is_eagle()
+                    else torch.float32
+                ),
+            )
+    """
+    after, findings = rewrite("managers/scheduler.py", before, MetadataBufferRule)
+    assert [f.status for f in findings] == ["unrouted"]
+    assert after.count("or self.spec_algorithm.is_standalone()") == 2
 
 
 def test_type_checking_only_annotation_is_quoted():
@@ -268,9 +428,10 @@ def test_a_site_in_a_shape_the_rule_does_not_know_is_an_error():
     before = """
     class EagleDraftWorker:
         def __init__(self):
+            self.draft_worker = TpModelWorker()
             self.eagle_use_aux_hidden_state = compute_it_somehow()
     """
-    with pytest.raises(RewriteError, match="eagle_worker_v2.py:4: .*form the rule does not know"):
+    with pytest.raises(RewriteError, match="eagle_worker_v2.py:5: .*form the rule does not know"):
         rewrite("speculative/eagle_worker_v2.py", before, AuxFlagRule)
 
 

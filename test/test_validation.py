@@ -1,8 +1,10 @@
 """Start-up validation inside the patched SGLang: a drafter that cannot consume what the target
-produces stops the worker with one message naming the key, the value and both config paths.
+produces stops the worker with one message naming the key (``None``: missing), its value, the
+value expected and both config paths.
 
-Runs the patched tree's own ``validate_eagle_draft_config`` (its ``eagle_info.py``, loaded
-under a private name) on real ``ModelConfig``s built from edited copies of a shared drafter.
+Runs the patched tree's own ``validate_eagle_draft_config`` and parsers (its ``eagle_info.py``,
+loaded under a private name) on real ``ModelConfig``s built from edited copies of a shared
+drafter/target pair. Every refusal the inserted code can make is walked here.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ import warnings
 
 import pytest
 
-from conftest import DATA
+from conftest import DATA, config_json
 from sglang_eagle_sizing.configs import load_pair
 from sglang_eagle_sizing.evaluate import load_eagle_info
 from sglang_eagle_sizing.sites import AUX_FLAG_WORKERS
 
 PAIR = DATA / "llama3.1-8b-instruct__specforge-llama3-8b-eagle3"
+DELETE = object()
 
 
 @pytest.fixture(scope="module")
@@ -30,51 +33,145 @@ def eagle_info(patched_root):
     return load_eagle_info(patched_root / "sglang" / "srt")
 
 
-def _pair_with(tmp_path, **changes):
-    draft = tmp_path / "draft"
-    shutil.copytree(PAIR / "draft", draft)
-    config = json.loads((draft / "config.json").read_text())
+def _edited(source, folder, changes):
+    shutil.copytree(source, folder)
+    config = json.loads((folder / "config.json").read_text())
     for key, value in changes.items():
         if value is DELETE:
             config.pop(key, None)
         else:
             config[key] = value
-    (draft / "config.json").write_text(json.dumps(config))
-    return load_pair(draft, PAIR / "target")
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
 
 
-DELETE = object()
+def _pair_with(tmp_path, target=None, **changes):
+    draft = _edited(PAIR / "draft", tmp_path / "draft", changes)
+    target_folder = PAIR / "target"
+    if target:
+        target_folder = _edited(PAIR / "target", tmp_path / "target", target)
+    return load_pair(draft, target_folder)
 
-CASES = [
-    ("target_hidden_size", {"target_hidden_size": 5120}, "target_hidden_size", 5120),
-    ("eagle_config of a wrong type", {"eagle_config": "aux"}, "eagle_config", "aux"),
-    ("non-boolean use_aux_hidden_state", {"eagle_config": {"use_aux_hidden_state": "yes"}},
-     "eagle_config.use_aux_hidden_state", "yes"),
-    ("empty aux layer ids", {"eagle_config": {"eagle_aux_hidden_state_layer_ids": []}},
-     "eagle_config.eagle_aux_hidden_state_layer_ids", []),
-    ("malformed aux layer ids", {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, "x", 3]}},
-     "eagle_config.eagle_aux_hidden_state_layer_ids", [1, "x", 3]),
-    ("negative aux layer id", {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 2, 3]}},
-     "eagle_config.eagle_aux_hidden_state_layer_ids", [-1, 2, 3]),
-    ("num_aux_hidden_states", {"num_aux_hidden_states": 4}, "num_aux_hidden_states", 4),
-    ("top-level aux layer ids", {"eagle_aux_hidden_state_layer_ids": [1, 2]},
-     "eagle_aux_hidden_state_layer_ids", [1, 2]),
-    ("fc width", {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 8, 16, 24]}},
-     "eagle_config.eagle_aux_hidden_state_layer_ids", [1, 8, 16, 24]),
+
+WIDE_TARGET = {"hidden_size": 5120, "num_attention_heads": 40, "head_dim": 128}
+IDS = "eagle_aux_hidden_state_layer_ids"
+
+# (case, drafter edits, target edits, key, value, expected)
+REFUSALS = [
+    ("eagle_config of a wrong type", {"eagle_config": "aux"}, None,
+     "eagle_config", "aux", "a dict, an object with attributes, or nothing"),
+    ("non-boolean use_aux_hidden_state", {"eagle_config": {"use_aux_hidden_state": "yes"}}, None,
+     "eagle_config.use_aux_hidden_state", "yes", "true or false"),
+    ("empty aux layer ids", {"eagle_config": {IDS: []}}, None,
+     "eagle_config." + IDS, [], "a non-empty list of target layer indices"),
+    ("malformed aux layer ids", {"eagle_config": {IDS: [1, "x", 3]}}, None,
+     "eagle_config." + IDS, [1, "x", 3], "a non-empty list of target layer indices"),
+    ("negative aux layer id", {"eagle_config": {IDS: [-1, 2, 3]}}, None,
+     "eagle_config." + IDS, [-1, 2, 3], "a non-empty list of target layer indices"),
+    ("malformed top-level aux layer ids", {IDS: "1,2,3"}, None,
+     IDS, "1,2,3", "a non-empty list of target layer indices"),
+    ("aux layer ids declared twice, differently", {"eagle_config": {IDS: [1, 2, 3]}, IDS: [1, 2, 4]}, None,
+     IDS, [1, 2, 4], f"the layers of eagle_config.{IDS}=[1, 2, 3]"),
+    ("num_aux_hidden_states against the default layers", {"num_aux_hidden_states": 4}, None,
+     "num_aux_hidden_states", 4, "3, the number of the target's default layers"),
+    ("num_aux_hidden_states against the declared ids", {IDS: [1, 8, 16, 24], "num_aux_hidden_states": 3}, None,
+     "num_aux_hidden_states", 3, f"4, the number of layers in {IDS}"),
+    ("target_hidden_size", {"target_hidden_size": 5120}, None,
+     "target_hidden_size", 5120, "4096, the target's hidden_size"),
+    ("fc width: four ids in eagle_config", {"eagle_config": {IDS: [1, 8, 16, 24]}}, None,
+     "eagle_config." + IDS, [1, 8, 16, 24],
+     "3 layer ids: the draft model's fc takes 3 x 4096 = 12288 features, 4 target layers "
+     "produce 4 x 4096 = 16384"),
+    ("fc width: two ids at the top level", {IDS: [1, 2]}, None,
+     IDS, [1, 2],
+     "3 layer ids: the draft model's fc takes 3 x 4096 = 12288 features, 2 target layers "
+     "produce 2 x 4096 = 8192"),
+    ("fc width: target_hidden_size missing for a wider target", {}, WIDE_TARGET,
+     "target_hidden_size", None,
+     "5120, the target's hidden_size: without it the draft model's fc takes 3 x hidden_size "
+     "= 12288 features, the target produces 3 x 5120 = 15360"),
 ]
 
 
-@pytest.mark.parametrize("case,changes,key,value", CASES, ids=[c[0] for c in CASES])
-def test_each_bad_drafter_stops_with_one_clear_message(eagle_info, tmp_path, case, changes, key, value):
-    pair = _pair_with(tmp_path, **changes)
+@pytest.mark.parametrize(
+    "case,changes,target,key,value,expected", REFUSALS, ids=[c[0] for c in REFUSALS]
+)
+def test_each_bad_drafter_stops_with_one_message_naming_the_cause(
+    eagle_info, tmp_path, case, changes, target, key, value, expected
+):
+    pair = _pair_with(tmp_path, target, **changes)
     algorithm = eagle_info.SpeculativeAlgorithm.from_string("EAGLE3")
     with pytest.raises(ValueError) as raised:
         eagle_info.validate_eagle_draft_config(algorithm, pair.draft, pair.target)
     message = str(raised.value)
-    assert "\n" not in message
-    assert f"{key}={value!r}" in message
-    assert str(tmp_path / "draft") in message
-    assert str(PAIR / "target") in message
+    target_path = tmp_path / "target" if target else PAIR / "target"
+    # the whole message, as a user reads it
+    assert message == (
+        f"Invalid {key}={value!r} in the draft model config {tmp_path / 'draft'} for the "
+        f"target model config {target_path}: expected {expected}."
+    )
+
+
+def test_the_known_wrong_message_now_names_the_missing_target_hidden_size(eagle_info, tmp_path):
+    """A 4096-wide drafter without target_hidden_size for a 5120-wide target was refused as
+    ``eagle_config.eagle_aux_hidden_state_layer_ids=None``; the cause is the missing key."""
+    pair = _pair_with(tmp_path, WIDE_TARGET)
+    algorithm = eagle_info.SpeculativeAlgorithm.from_string("EAGLE3")
+    with pytest.raises(ValueError, match=r"^Invalid target_hidden_size=None ") as raised:
+        eagle_info.validate_eagle_draft_config(algorithm, pair.draft, pair.target)
+    assert IDS not in str(raised.value)
+
+
+PARSER_REFUSALS = [c for c in REFUSALS if c[2] is None and not c[0].startswith(("fc width", "target_hidden"))]
+
+
+@pytest.mark.parametrize(
+    "case,changes,target,key,value,expected", PARSER_REFUSALS, ids=[c[0] for c in PARSER_REFUSALS]
+)
+def test_the_parsers_refuse_the_same_drafters_naming_the_draft_config(
+    eagle_info, tmp_path, case, changes, target, key, value, expected
+):
+    """What a worker calls at start-up (and the target ModelRunner calls) refuses with the same
+    message, without a target path: the parsers do not know the target."""
+    hf_config = _pair_with(tmp_path, **changes).draft.hf_config
+    algorithm = eagle_info.SpeculativeAlgorithm.from_string("EAGLE3")
+    with pytest.raises(ValueError) as raised:
+        eagle_info.parse_eagle_use_aux_hidden_state(algorithm, hf_config)
+        eagle_info.get_eagle_aux_hidden_state_layer_ids(hf_config)
+        eagle_info.get_eagle_num_aux_hidden_states(hf_config)
+    assert str(raised.value) == (
+        f"Invalid {key}={value!r} in the draft model config {hf_config.name_or_path}: "
+        f"expected {expected}."
+    )
+
+
+def test_aux_layer_ids_are_read_wherever_the_drafter_declares_them(eagle_info, tmp_path):
+    nested = _pair_with(tmp_path / "a", eagle_config={IDS: [1, 8, 30]}).draft.hf_config
+    top = _pair_with(tmp_path / "b", **{IDS: [1, 8, 30]}).draft.hf_config
+    both = _pair_with(tmp_path / "c", eagle_config={IDS: [1, 8, 30]}, **{IDS: [1, 8, 30]}).draft.hf_config
+    for hf_config in (nested, top, both):
+        assert eagle_info.get_eagle_aux_hidden_state_layer_ids(hf_config) == [1, 8, 30]
+        assert eagle_info.get_eagle_num_aux_hidden_states(hf_config) == 3
+    none = _pair_with(tmp_path / "d").draft.hf_config
+    assert eagle_info.get_eagle_aux_hidden_state_layer_ids(none) is None
+    assert eagle_info.get_eagle_num_aux_hidden_states(none) == 3
+
+
+# the speculators-format drafter does not load in 0.5.11 (test_invariants checks the error)
+LOADABLE = sorted(
+    p.name
+    for p in DATA.iterdir()
+    if (p / "draft").is_dir() and "speculators" not in p.name
+)
+
+
+@pytest.mark.parametrize("name", LOADABLE)
+def test_every_real_drafter_parses_to_the_ids_and_count_its_config_declares(eagle_info, name):
+    config = config_json(DATA / name / "draft")
+    pair = load_pair(DATA / name / "draft", DATA / name / "target")
+    declared = (config.get("eagle_config") or {}).get(IDS) or config.get(IDS)
+    assert eagle_info.get_eagle_aux_hidden_state_layer_ids(pair.draft.hf_config) == declared
+    assert eagle_info.get_eagle_num_aux_hidden_states(pair.draft.hf_config) == len(declared or [0, 0, 0])
 
 
 def test_valid_drafters_and_other_algorithms_pass(eagle_info, tmp_path):
@@ -88,14 +185,18 @@ def test_valid_drafters_and_other_algorithms_pass(eagle_info, tmp_path):
     assert eagle_info.validate_eagle_draft_config(eagle, bad.draft, bad.target) is None
 
 
-def test_every_worker_validates_before_it_reads_the_flag(patched_root):
-    for (file, class_name), _ in AUX_FLAG_WORKERS.items():
+def test_every_worker_reads_and_validates_before_it_builds_the_draft_model(patched_root):
+    for (file, class_name), builder in AUX_FLAG_WORKERS.items():
         module = ast.parse((patched_root / "sglang" / "srt" / file).read_text())
         cls = next(n for n in module.body if isinstance(n, ast.ClassDef) and n.name == class_name)
         init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
         source = ast.unparse(init)
-        validate = source.index("validate_eagle_draft_config(")
-        flag = source.index("self.eagle_use_aux_hidden_state = parse_eagle_use_aux_hidden_state(")
-        assert validate < flag, class_name
-        if "self.init_cuda_graphs()" in source:
-            assert flag < source.rindex("self.init_cuda_graphs()"), class_name
+        order = [
+            source.index("draft_model_config = get_eagle_draft_model_config(server_args)"),
+            source.index("validate_eagle_draft_config(self.speculative_algorithm, draft_model_config"),
+            source.index("self.eagle_use_aux_hidden_state = parse_eagle_use_aux_hidden_state("),
+            source.index("self.eagle_num_aux_hidden_states = get_eagle_num_aux_hidden_states("),
+            source.index(builder + "("),
+        ]
+        assert order == sorted(order), class_name
+        assert source.count("self.eagle_use_aux_hidden_state =") == 1, class_name

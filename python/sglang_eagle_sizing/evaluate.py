@@ -90,6 +90,8 @@ class SiteValue:
     error: str | None = None
     #: a site built where no worker is in reach; the worker rebuilds it (patched tree)
     rebuilt_by_worker: bool = False
+    #: which server a PD metadata buffer is on ("prefill server", "decode server"), else ""
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ class _Occurrence:
     guards: tuple[tuple[ast.expr, bool], ...]
     #: assignments in the function (name -> value) an expression may refer to
     locals: dict
+    detail: str = ""
 
 
 def _function(module: ast.Module, scope: str) -> ast.FunctionDef | None:
@@ -193,16 +196,25 @@ def _match(node, site: Site, guards, local_values) -> _Occurrence | None:
         if isinstance(func, ast.Name) and func.id == "MetadataBuffers":
             width = _keyword(node, "hidden_size")
             if width is not None:
+                # `<draft width> if <speculative> else 16`: evaluated whole. When the
+                # condition is false the buffer is RDMA padding, and it is still what the
+                # transfer between the two servers sizes its items by.
                 dtype = _keyword(node, "hidden_states_dtype")
-                if isinstance(width, ast.IfExp):
-                    # `<draft width> if <speculative> else 16`: when the condition is false the
-                    # buffer is RDMA padding, not a hidden state; the condition is a guard.
-                    guards = guards + ((width.test, True),)
-                    width = width.body
-                    if isinstance(dtype, ast.IfExp):
-                        dtype = dtype.body
-                return _Occurrence(node.lineno, width, dtype, guards, local_values)
+                return _Occurrence(
+                    node.lineno, width, dtype, guards, local_values, _server(guards)
+                )
     return None
+
+
+def _server(guards) -> str:
+    """Which PD server an occurrence is on, from the ``disaggregation_mode`` test above it."""
+    for test, wanted in guards:
+        text = ast.unparse(test)
+        if wanted and "disaggregation_mode" in text:
+            for mode in ("PREFILL", "DECODE"):
+                if f"DisaggregationMode.{mode}" in text:
+                    return f"{mode.lower()} server"
+    return ""
 
 
 def load_eagle_info(srt: Path):
@@ -232,12 +244,16 @@ class Objects:
     draft_model_config: object
 
 
-def make_objects(kind: str, algorithm, draft, target, use_aux: bool, settings) -> Objects:
+def make_objects(
+    kind: str, algorithm, draft, target, use_aux: bool, settings, num_aux: int = 3
+) -> Objects:
     runner = SimpleNamespace(model_config=draft, dtype=draft.dtype)
     target_worker = SimpleNamespace(model_config=target)
     common = dict(
         speculative_algorithm=algorithm,
+        # what a patched worker's __init__ sets (get_eagle_num_aux_hidden_states)
         eagle_use_aux_hidden_state=use_aux,
+        eagle_num_aux_hidden_states=num_aux,
         target_worker=target_worker,
         speculative_num_steps=settings.num_steps,
         topk=settings.topk,
@@ -292,8 +308,19 @@ def _evaluate(expr: ast.expr, namespace: dict, local_values: dict, depth: int = 
     return eval(code, scope)  # noqa: S307 - the tree's own expressions, on our stand-ins
 
 
-def evaluate_tree(srt: Path, pair, algorithm_name: str, settings, use_aux: bool | None = None) -> list[SiteValue]:
-    """Width and dtype of every site every worker kind of ``algorithm_name`` reaches."""
+def evaluate_tree(
+    srt: Path,
+    pair,
+    algorithm_name: str,
+    settings,
+    use_aux: bool | None = None,
+    num_aux: int | None = None,
+) -> list[SiteValue]:
+    """Width and dtype of every site every worker kind of ``algorithm_name`` reaches.
+
+    ``use_aux`` and ``num_aux`` are what a patched worker holds from start-up
+    (``eagle_use_aux_hidden_state``, ``eagle_num_aux_hidden_states``); by default they are
+    parsed with the tree's own parser."""
     import torch
 
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
@@ -305,10 +332,15 @@ def evaluate_tree(srt: Path, pair, algorithm_name: str, settings, use_aux: bool 
         if parse is None:  # a pristine tree: use the patched parser's value, as the contract
             raise ValueError("pass use_aux for a tree without parse_eagle_use_aux_hidden_state")
         use_aux = parse(algorithm, pair.draft.hf_config)
+    if num_aux is None:
+        count = getattr(eagle_info, "get_eagle_num_aux_hidden_states", None)
+        num_aux = count(pair.draft.hf_config) if count is not None else 3
     modules: dict[str, ast.Module] = {}
     values: list[SiteValue] = []
     for kind in WORKER_KINDS_BY_ALGORITHM[algorithm_name]:
-        objects = make_objects(kind, algorithm, pair.draft, pair.target, use_aux, settings)
+        objects = make_objects(
+            kind, algorithm, pair.draft, pair.target, use_aux, settings, num_aux
+        )
         for site in SITES:
             if site.scope not in WORKER_KINDS[kind]:
                 continue
@@ -344,6 +376,7 @@ def evaluate_tree(srt: Path, pair, algorithm_name: str, settings, use_aux: bool 
                         error,
                         rebuilt_by_worker=site.kind is Kind.DETACHED_IDLE_INPUT
                         and hasattr(eagle_info, "EagleDraftExtendInput"),
+                        detail=occurrence.detail,
                     )
                 )
     return values

@@ -1,11 +1,13 @@
 """The code this patch inserts into SGLang, as it will read there.
 
-Everything here is SGLang code (``torch``, ``dataclass``, ``List``, ``Optional`` and
-``SpeculativeAlgorithm`` are names ``eagle_info.py`` has in scope); it imports nothing from this package. It is kept
-black-formatted; a test checks that.
+Everything here is SGLang code (``torch``, ``dataclass``, ``List``, ``Optional``, ``Tuple``
+and ``SpeculativeAlgorithm`` are names ``eagle_info.py`` has in scope); it imports nothing from
+this package. It is kept black-formatted; a test checks that.
 
 - ``HELPERS``: module-level functions of ``srt/speculative/eagle_info.py``: the draft-runner
-  resolution and the one parser of the drafter's ``eagle_config``.
+  resolution, the one parser of the drafter's ``eagle_config`` (flag, aux layer ids and their
+  number), the config-only read of the drafter and the start-up validation; every refusal is
+  one ``ValueError`` built by ``_invalid_draft_config``.
 - ``DECODE_CLASSMETHODS``: ``EagleDraftInput.hidden_size_for`` / ``dtype_for`` (shown in
   their class; the methods are added to the existing ``EagleDraftInput``).
 - ``EXTEND_CLASS``: ``EagleDraftExtendInput`` with its own ``hidden_size_for`` / ``dtype_for``.
@@ -31,22 +33,141 @@ def _spec_hidden_size(model_config) -> int:
     return getattr(model_config, "spec_hidden_size", model_config.hidden_size)
 
 
-def _get_eagle_config(draft_hf_config):
+def _hf_config_path(hf_config) -> str:
+    return getattr(hf_config, "name_or_path", "") or "<unknown>"
+
+
+def _config_path(model_config) -> str:
+    path = getattr(model_config, "model_path", None)
+    return path or _hf_config_path(model_config.hf_config)
+
+
+def _invalid_draft_config(
+    key: str, value, expected: str, draft_path: str, target_path: Optional[str]
+) -> ValueError:
+    """The one form of every refusal of a drafter: the key (``None``: missing), its
+    value, what was expected, and the config paths."""
+    where = f"the draft model config {draft_path}"
+    if target_path is not None:
+        where += f" for the target model config {target_path}"
+    return ValueError(f"Invalid {key}={value!r} in {where}: expected {expected}.")
+
+
+def _read_eagle_config(draft_hf_config, draft_path: str, target_path: Optional[str]):
     """The drafter's ``eagle_config``: None, a dict, or an object with attributes."""
     eagle_config = getattr(draft_hf_config, "eagle_config", None)
     if isinstance(eagle_config, (str, bytes, int, float, list, tuple, set)):
-        raise ValueError(
-            f"Invalid eagle_config={eagle_config!r} in the draft model config "
-            f"{getattr(draft_hf_config, 'name_or_path', '')!r}: expected a dict, "
-            "an object with attributes, or nothing."
+        raise _invalid_draft_config(
+            "eagle_config",
+            eagle_config,
+            "a dict, an object with attributes, or nothing",
+            draft_path,
+            target_path,
         )
     return eagle_config
 
 
 def _get_eagle_config_value(eagle_config, key: str, default):
+    if eagle_config is None:
+        return default
     if isinstance(eagle_config, dict):
         return eagle_config.get(key, default)
     return getattr(eagle_config, key, default)
+
+
+def _read_use_aux_hidden_state(
+    speculative_algorithm: SpeculativeAlgorithm,
+    draft_hf_config,
+    draft_path: str,
+    target_path: Optional[str],
+) -> bool:
+    if not speculative_algorithm.is_eagle3():
+        return False
+    eagle_config = _read_eagle_config(draft_hf_config, draft_path, target_path)
+    use_aux_hidden_state = _get_eagle_config_value(
+        eagle_config, "use_aux_hidden_state", True
+    )
+    if not isinstance(use_aux_hidden_state, bool):
+        raise _invalid_draft_config(
+            "eagle_config.use_aux_hidden_state",
+            use_aux_hidden_state,
+            "true or false",
+            draft_path,
+            target_path,
+        )
+    return use_aux_hidden_state
+
+
+def _read_aux_layer_ids(
+    draft_hf_config, draft_path: str, target_path: Optional[str]
+) -> Tuple[Optional[str], Optional[List[int]]]:
+    """(the key that declares them, the layer ids); (None, None) when not declared.
+
+    Drafters declare the ids in ``eagle_config`` or at the top level of their config;
+    when they declare both, both must name the same layers.
+    """
+    eagle_config = _read_eagle_config(draft_hf_config, draft_path, target_path)
+    declared = []
+    for key, layer_ids in (
+        (
+            "eagle_config.eagle_aux_hidden_state_layer_ids",
+            _get_eagle_config_value(
+                eagle_config, "eagle_aux_hidden_state_layer_ids", None
+            ),
+        ),
+        (
+            "eagle_aux_hidden_state_layer_ids",
+            getattr(draft_hf_config, "eagle_aux_hidden_state_layer_ids", None),
+        ),
+    ):
+        if layer_ids is None:
+            continue
+        if (
+            not isinstance(layer_ids, (list, tuple))
+            or not layer_ids
+            or not all(
+                isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                for i in layer_ids
+            )
+        ):
+            raise _invalid_draft_config(
+                key,
+                layer_ids,
+                "a non-empty list of target layer indices",
+                draft_path,
+                target_path,
+            )
+        declared.append((key, list(layer_ids)))
+    if not declared:
+        return None, None
+    if len(declared) == 2 and declared[0][1] != declared[1][1]:
+        (nested_key, nested_ids), (key, layer_ids) = declared
+        raise _invalid_draft_config(
+            key,
+            layer_ids,
+            f"the layers of {nested_key}={nested_ids!r}",
+            draft_path,
+            target_path,
+        )
+    return declared[0]
+
+
+def _read_num_aux_hidden_states(
+    draft_hf_config, draft_path: str, target_path: Optional[str]
+) -> int:
+    key, layer_ids = _read_aux_layer_ids(draft_hf_config, draft_path, target_path)
+    num_aux = len(layer_ids) if layer_ids else 3
+    declared_num_aux = getattr(draft_hf_config, "num_aux_hidden_states", None)
+    if declared_num_aux is not None and declared_num_aux != num_aux:
+        captured = f"layers in {key}" if key else "the target's default layers"
+        raise _invalid_draft_config(
+            "num_aux_hidden_states",
+            declared_num_aux,
+            f"{num_aux}, the number of {captured}",
+            draft_path,
+            target_path,
+        )
+    return num_aux
 
 
 def parse_eagle_use_aux_hidden_state(
@@ -58,63 +179,48 @@ def parse_eagle_use_aux_hidden_state(
     false. This is the one parser of the flag: every EAGLE worker reads it here, so
     the hidden-state sizes of all workers agree.
     """
-    if not speculative_algorithm.is_eagle3():
-        return False
-    eagle_config = _get_eagle_config(draft_hf_config)
-    if eagle_config is None:
-        return True
-    use_aux_hidden_state = _get_eagle_config_value(
-        eagle_config, "use_aux_hidden_state", True
+    return _read_use_aux_hidden_state(
+        speculative_algorithm, draft_hf_config, _hf_config_path(draft_hf_config), None
     )
-    if not isinstance(use_aux_hidden_state, bool):
-        raise ValueError(
-            f"Invalid eagle_config.use_aux_hidden_state={use_aux_hidden_state!r} in "
-            f"the draft model config {getattr(draft_hf_config, 'name_or_path', '')!r}: "
-            "expected true or false."
-        )
-    return use_aux_hidden_state
 
 
 def get_eagle_aux_hidden_state_layer_ids(draft_hf_config) -> Optional[List[int]]:
-    """The target layers whose hidden states EAGLE-3 captures, as the drafter names them in
-    ``eagle_config.eagle_aux_hidden_state_layer_ids``; None: the target's default layers.
+    """The target layers whose hidden states EAGLE-3 captures, as the drafter names them.
+
+    Read from ``eagle_config.eagle_aux_hidden_state_layer_ids``, else from a top-level
+    ``eagle_aux_hidden_state_layer_ids``; None: the target's default layers.
     """
-    eagle_config = _get_eagle_config(draft_hf_config)
-    if eagle_config is None:
-        return None
-    layer_ids = _get_eagle_config_value(
-        eagle_config, "eagle_aux_hidden_state_layer_ids", None
+    _, layer_ids = _read_aux_layer_ids(
+        draft_hf_config, _hf_config_path(draft_hf_config), None
     )
-    if layer_ids is None:
-        return None
-    if (
-        not isinstance(layer_ids, (list, tuple))
-        or not layer_ids
-        or not all(
-            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in layer_ids
-        )
-    ):
-        raise ValueError(
-            f"Invalid eagle_config.eagle_aux_hidden_state_layer_ids={layer_ids!r} in the "
-            f"draft model config {getattr(draft_hf_config, 'name_or_path', '')!r}: "
-            "expected a non-empty list of target layer indices."
-        )
-    return list(layer_ids)
+    return layer_ids
 
 
 def get_eagle_num_aux_hidden_states(draft_hf_config) -> int:
     """Number of target layers whose hidden states EAGLE-3 concatenates.
 
-    The length of the drafter's ``eagle_config.eagle_aux_hidden_state_layer_ids``
-    when given, else the three layers the target captures by default.
+    The number of layer ids the drafter declares, else the three layers the target
+    captures by default; a declared ``num_aux_hidden_states`` must agree.
     """
-    layer_ids = get_eagle_aux_hidden_state_layer_ids(draft_hf_config)
-    return len(layer_ids) if layer_ids else 3
+    return _read_num_aux_hidden_states(
+        draft_hf_config, _hf_config_path(draft_hf_config), None
+    )
 
 
-def _config_path(model_config) -> str:
-    path = getattr(model_config, "model_path", None)
-    return path or getattr(model_config.hf_config, "name_or_path", "") or "<unknown>"
+def get_eagle_draft_model_config(server_args):
+    """The draft model's ``ModelConfig``, read from its config alone (no weights).
+
+    It is the config the draft ``TpModelWorker`` builds, read earlier so that the
+    worker can check the drafter before its weights load.
+    """
+    from sglang.srt.configs.model_config import ModelConfig
+
+    return ModelConfig.from_server_args(
+        server_args,
+        model_path=server_args.speculative_draft_model_path,
+        model_revision=server_args.speculative_draft_model_revision,
+        is_draft_model=True,
+    )
 
 
 def validate_eagle_draft_config(
@@ -130,68 +236,50 @@ def validate_eagle_draft_config(
     if not speculative_algorithm.is_eagle3():
         return
     draft_hf_config = draft_model_config.hf_config
-
-    def error(key: str, value, problem: str) -> ValueError:
-        return ValueError(
-            f"Invalid {key}={value!r} in the draft model config "
-            f"{_config_path(draft_model_config)} for the target model config "
-            f"{_config_path(target_model_config)}: {problem}"
-        )
-
-    try:
-        use_aux_hidden_state = parse_eagle_use_aux_hidden_state(
-            speculative_algorithm, draft_hf_config
-        )
-        num_aux = get_eagle_num_aux_hidden_states(draft_hf_config)
-    except ValueError as exc:
-        raise ValueError(
-            f"{exc} Target model config: {_config_path(target_model_config)}."
-        ) from None
+    paths = (_config_path(draft_model_config), _config_path(target_model_config))
+    use_aux_hidden_state = _read_use_aux_hidden_state(
+        speculative_algorithm, draft_hf_config, *paths
+    )
+    num_aux = _read_num_aux_hidden_states(draft_hf_config, *paths)
     if not use_aux_hidden_state:
         return
-    layer_ids = get_eagle_aux_hidden_state_layer_ids(draft_hf_config)
     target_hidden_size = target_model_config.hidden_size
     declared_target_hidden_size = getattr(draft_hf_config, "target_hidden_size", None)
     if (
         declared_target_hidden_size is not None
         and declared_target_hidden_size != target_hidden_size
     ):
-        raise error(
+        raise _invalid_draft_config(
             "target_hidden_size",
             declared_target_hidden_size,
-            f"the target's hidden_size is {target_hidden_size}.",
+            f"{target_hidden_size}, the target's hidden_size",
+            *paths,
         )
-    declared_num_aux = getattr(draft_hf_config, "num_aux_hidden_states", None)
-    if declared_num_aux is not None and declared_num_aux != num_aux:
-        raise error(
-            "num_aux_hidden_states",
-            declared_num_aux,
-            f"the target captures {num_aux} aux hidden states.",
+    if "LlamaForCausalLMEagle3" not in (draft_hf_config.architectures or []):
+        return
+    # llama_eagle3.py builds fc with 3 * (target_hidden_size or hidden_size) inputs.
+    fc_hidden_size = declared_target_hidden_size or draft_model_config.hidden_size
+    produced = num_aux * target_hidden_size
+    if 3 * fc_hidden_size == produced:
+        return
+    if num_aux != 3:
+        key, layer_ids = _read_aux_layer_ids(draft_hf_config, *paths)
+        raise _invalid_draft_config(
+            key,
+            layer_ids,
+            f"3 layer ids: the draft model's fc takes 3 x {fc_hidden_size} = "
+            f"{3 * fc_hidden_size} features, {num_aux} target layers produce "
+            f"{num_aux} x {target_hidden_size} = {produced}",
+            *paths,
         )
-    top_level_layer_ids = getattr(
-        draft_hf_config, "eagle_aux_hidden_state_layer_ids", None
+    raise _invalid_draft_config(
+        "target_hidden_size",
+        declared_target_hidden_size,
+        f"{target_hidden_size}, the target's hidden_size: without it the draft "
+        f"model's fc takes 3 x hidden_size = {3 * fc_hidden_size} features, the "
+        f"target produces 3 x {target_hidden_size} = {produced}",
+        *paths,
     )
-    if top_level_layer_ids is not None and (
-        not isinstance(top_level_layer_ids, (list, tuple))
-        or len(top_level_layer_ids) != num_aux
-    ):
-        raise error(
-            "eagle_aux_hidden_state_layer_ids",
-            top_level_layer_ids,
-            f"the target captures {num_aux} aux hidden states "
-            "(eagle_config.eagle_aux_hidden_state_layer_ids, else 3).",
-        )
-    if "LlamaForCausalLMEagle3" in (draft_hf_config.architectures or []):
-        # llama_eagle3.py builds fc with 3 * (target_hidden_size or hidden_size) inputs.
-        fc_width = 3 * (declared_target_hidden_size or draft_model_config.hidden_size)
-        if fc_width != num_aux * target_hidden_size:
-            raise error(
-                "eagle_config.eagle_aux_hidden_state_layer_ids",
-                layer_ids,
-                f"the target produces {num_aux} x {target_hidden_size} = "
-                f"{num_aux * target_hidden_size} features but the draft model's fc "
-                f"takes {fc_width}.",
-            )
 '''
 
 DECODE_CLASSMETHODS = '''
@@ -232,17 +320,18 @@ class EagleDraftExtendInput(EagleDraftInput):
         - Otherwise (EAGLE, EAGLE-3 without aux, MTP): the target's
           ``spec_hidden_size``.
         """
-        draft_model_config = get_draft_runner(worker).model_config
-        target_model_config = worker.target_worker.model_config
         if (
             worker.speculative_algorithm.is_eagle3()
             and worker.eagle_use_aux_hidden_state
         ):
-            num_aux = get_eagle_num_aux_hidden_states(draft_model_config.hf_config)
-            return num_aux * target_model_config.hidden_size
+            # Both read once, when the worker started.
+            return (
+                worker.eagle_num_aux_hidden_states
+                * worker.target_worker.model_config.hidden_size
+            )
         if worker.speculative_algorithm.is_standalone():
-            return _spec_hidden_size(draft_model_config)
-        return _spec_hidden_size(target_model_config)
+            return _spec_hidden_size(get_draft_runner(worker).model_config)
+        return _spec_hidden_size(worker.target_worker.model_config)
 
     @classmethod
     def dtype_for(cls, worker) -> torch.dtype:

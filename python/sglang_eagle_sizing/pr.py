@@ -66,15 +66,20 @@ and the extend graph runner and the v1 idle input read different configs.
 
 This PR states the contract once. `EagleDraftInput` (decode phase) and the new
 `EagleDraftExtendInput` (extend phase) get the classmethods `hidden_size_for(worker)` and
-`dtype_for(worker)`; every EAGLE worker reads `eagle_use_aux_hidden_state` through one parser;
-and every idle input and CUDA-graph buffer is sized through the classmethods."""
+`dtype_for(worker)`; every EAGLE worker reads its drafter's config and validates it against the
+target before the draft model loads, and keeps `eagle_use_aux_hidden_state` and
+`eagle_num_aux_hidden_states` from one parser (which reads the aux layer ids wherever the drafter
+declares them, as the target's capture does); every idle input, CUDA-graph buffer and PD metadata
+buffer is sized through the classmethods, and the prefill and decode servers size the PD
+hidden-state buffer under one condition."""
 
 #: What the rules' other findings (not sizing sites) stand for; an unknown label is shown as is.
 OTHER_CHANGES = {
     "helpers": "module helpers: {helpers}",
     "decode-contract": "`hidden_size_for` / `dtype_for` classmethods (decode phase)",
     "extend-contract": "new class with `hidden_size_for` / `dtype_for` (extend phase)",
-    "aux-flag": "`eagle_use_aux_hidden_state` from `parse_eagle_use_aux_hidden_state`",
+    "aux-flag": "drafter config read and validated before the draft model is built; "
+    "`eagle_use_aux_hidden_state` and `eagle_num_aux_hidden_states` parsed once",
     "draft_runner": "exposes `draft_runner`, the runner the classmethods resolve",
     "annotation": "quoted annotation of a name imported only under `TYPE_CHECKING`",
 }

@@ -167,8 +167,9 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
     use_aux = patched_info.parse_eagle_use_aux_hidden_state(
         speculative_algorithm, pair.draft.hf_config
     )
-    now = evaluate_tree(trees.patched, pair, algorithm, settings, use_aux)
-    before = evaluate_tree(trees.pristine, pair, algorithm, settings, use_aux)
+    num_aux = patched_info.get_eagle_num_aux_hidden_states(pair.draft.hf_config)
+    now = evaluate_tree(trees.patched, pair, algorithm, settings, use_aux, num_aux)
+    before = evaluate_tree(trees.pristine, pair, algorithm, settings, use_aux, num_aux)
     old = {(v.worker_kind, v.site.scope, v.occurrence): v for v in before}
     rows = []
     for value in now:
@@ -186,6 +187,7 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
                 "file": value.site.file,
                 "site": value.site.scope,
                 "occurrence": value.occurrence,
+                "detail": value.detail,
                 "kind": value.site.kind.value,
                 "width": value.width,
                 "dtype": value.dtype,
@@ -210,6 +212,7 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
         "draft": _describe(pair.draft, pair.draft_path),
         "target": _describe(pair.target, pair.target_path),
         "eagle_use_aux_hidden_state": use_aux,
+        "eagle_num_aux_hidden_states": num_aux,
         "settings": {
             "cuda_graph_max_bs": settings.max_bs,
             "speculative_num_steps": settings.num_steps,
@@ -220,7 +223,40 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
         "adaptations": pair.adaptations,
         "pristine_source": trees.origin,
         "sites": rows,
+        "pd_disagreements": pd_disagreements(rows),
     }
+
+
+def pd_disagreements(rows: list[dict]) -> list[dict]:
+    """Per worker kind, where 0.5.11's prefill and decode servers gave the PD hidden-state
+    buffer different widths or dtypes: the prefill server writes items of its own length
+    into the decode server's slots."""
+    found = []
+    for kind in dict.fromkeys(r["worker"] for r in rows):
+        sides = {
+            r["detail"]: r
+            for r in rows
+            if r["worker"] == kind and r["kind"] == Kind.METADATA_BUFFER.value
+        }
+        prefill, decode = sides.get("prefill server"), sides.get("decode server")
+        if prefill is None or decode is None or not prefill["pristine"] or not decode["pristine"]:
+            continue
+        old = [(r["pristine"]["width"], r["pristine"]["dtype"]) for r in (prefill, decode)]
+        if old[0] != old[1]:
+            found.append(
+                {
+                    "worker": kind,
+                    "prefill": {"width": old[0][0], "dtype": old[0][1], "item_bytes": _item_bytes(*old[0])},
+                    "decode": {"width": old[1][0], "dtype": old[1][1], "item_bytes": _item_bytes(*old[1])},
+                    "now": {"width": prefill["width"], "dtype": prefill["dtype"]},
+                }
+            )
+    return found
+
+
+def _item_bytes(width, dtype) -> int | None:
+    size = _element_size(dtype)
+    return None if width is None or size is None else width * size
 
 
 def _describe(model_config, path: Path) -> dict:
@@ -268,7 +304,12 @@ def render(report: dict) -> str:
             f"  {'worker':<15} {'site':<67} {'width':>6} {'dtype':<9} {'buffer':>10}   0.5.11"
         )
         for r in rows:
-            site = r["site"] + (f" #{r['occurrence'] + 1}" if r["kind"] != Kind.BUFFER.value and _count(report, r) > 1 else "")
+            if r.get("detail"):
+                site = f"{r['site']} ({r['detail']})"
+            elif r["kind"] != Kind.BUFFER.value and _count(report, r) > 1:
+                site = f"{r['site']} #{r['occurrence'] + 1}"
+            else:
+                site = r["site"]
             previous = r["pristine"] or {}
             if r["differs_from_pristine"]:
                 marked += 1
@@ -282,6 +323,16 @@ def render(report: dict) -> str:
                 f"  {r['worker']:<15} {site:<67} {str(r['width']):>6} {_short(r['dtype']):<9} "
                 f"{_size(r['bytes']):>10}   {old}{note}"
             )
+    for d in report.get("pd_disagreements", []):
+        lines.append("")
+        lines.append(
+            f"! PD ({d['worker']}): 0.5.11's two servers disagreed on the hidden-state buffer: "
+            f"prefill {d['prefill']['width']} {_short(d['prefill']['dtype'])} "
+            f"({d['prefill']['item_bytes']} B per request), decode {d['decode']['width']} "
+            f"{_short(d['decode']['dtype'])} ({d['decode']['item_bytes']} B); the prefill server "
+            f"writes its item into the decode server's slot. Now both "
+            f"{d['now']['width']} {_short(d['now']['dtype'])}."
+        )
     lines.append("")
     lines.append(
         f"{marked} site values differ from 0.5.11 (marked !)" if marked else "0.5.11 computes the same at every site"

@@ -156,28 +156,28 @@ SITES: tuple[Site, ...] = (
     ),
 )
 
-#: Every EAGLE worker that must validate its drafter against the target at start-up and end
-#: up with ``eagle_use_aux_hidden_state`` from the one parser, and the expression of the
-#: drafter's ``ModelConfig`` at the place this happens.
+#: Every EAGLE worker that reads and validates its drafter's config at start-up, before it
+#: builds the draft model, and keeps ``eagle_use_aux_hidden_state`` and
+#: ``eagle_num_aux_hidden_states`` from the one parser; and the call in its ``__init__`` that
+#: builds (and loads) the draft model: everything the rule inserts goes before it.
 AUX_FLAG_WORKERS: dict[tuple[str, str], str] = {
-    (SPEC + "eagle_worker.py", "EAGLEWorker"): "self.draft_model_runner.model_config",
-    (SPEC + "eagle_worker_v2.py", "EagleDraftWorker"): "self.draft_runner.model_config",
-    (
-        SPEC + "multi_layer_eagle_worker.py",
-        "MultiLayerEagleWorker",
-    ): "self.model_runner.model_config",
+    (SPEC + "eagle_worker.py", "EAGLEWorker"): "super().__init__",
+    (SPEC + "eagle_worker_v2.py", "EagleDraftWorker"): "TpModelWorker",
+    (SPEC + "multi_layer_eagle_worker.py", "MultiLayerEagleWorker"): "super().__init__",
     (
         SPEC + "multi_layer_eagle_worker_v2.py",
         "MultiLayerEagleDraftWorker",
-    ): "self.draft_runner.model_config",
+    ): "TpModelWorker",
 }
 
-#: Every worker above holds its target worker here.
+#: Every worker above holds its target worker here (set before the draft model is built).
 TARGET_MODEL_CONFIG = "self.target_worker.model_config"
+
+#: The ``ServerArgs`` parameter of every worker's ``__init__``.
+SERVER_ARGS = "server_args"
 
 #: Where the contract itself lives.
 CONTRACT_FILE = SPEC + "eagle_info.py"
-
 
 
 def site_for(file: str, scope: str) -> Site | None:

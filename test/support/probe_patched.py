@@ -42,6 +42,98 @@ class StopBeforeForward(Exception):
     pass
 
 
+class DraftModelBuilt(Exception):
+    """Raised where the draft TpModelWorker (model loader, weights) would start."""
+
+
+def server_args_for(draft: str, target: str, algorithm: str, multi_layer: bool):
+    """SGLang's ServerArgs with their defaults, without __post_init__ (it probes the GPU)."""
+    import dataclasses
+
+    from sglang.srt.server_args import ServerArgs
+
+    args = object.__new__(ServerArgs)
+    for field in dataclasses.fields(ServerArgs):
+        if field.default is not dataclasses.MISSING:
+            setattr(args, field.name, field.default)
+        elif field.default_factory is not dataclasses.MISSING:
+            setattr(args, field.name, field.default_factory())
+    args.model_path = target
+    args.speculative_draft_model_path = draft
+    args.speculative_algorithm = algorithm
+    args.enable_multi_layer_eagle = multi_layer
+    args.device = "cpu"
+    args.speculative_eagle_topk = 1
+    args.speculative_num_steps = 3
+    args.speculative_num_draft_tokens = 4
+    return args
+
+
+def start_up(cases):
+    """Run each EAGLE worker's patched __init__ with the draft TpModelWorker replaced by a
+    sentinel: a bad drafter must be refused before the sentinel is reached, a good one must
+    reach it with the parsed attributes already set."""
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.managers.tp_worker import TpModelWorker
+    from sglang.srt.model_executor.model_runner import ModelRunner
+    from sglang.srt.speculative.eagle_worker import EAGLEWorker
+    from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker
+    from sglang.srt.speculative.multi_layer_eagle_worker import MultiLayerEagleWorker
+    from sglang.srt.speculative.multi_layer_eagle_worker_v2 import (
+        MultiLayerEagleDraftWorker,
+    )
+
+    # The shared drafters' configs declare a shorter max_position_embeddings than their
+    # targets' context length; SGLang refuses that unless told (as a launch would be told).
+    os.environ["SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"] = "1"
+    built = []
+
+    def sentinel(self, *args, **kwargs):
+        built.append(type(self).__name__)
+        raise DraftModelBuilt
+
+    TpModelWorker.__init__ = sentinel
+    ModelRunner.__init__ = sentinel
+    ModelRunner.load_model = sentinel
+    rows = []
+    for case in cases:
+        target_config = ModelConfig(case["target"])
+        target_worker = SimpleNamespace(
+            model_config=target_config,
+            model_runner=SimpleNamespace(model_config=target_config, memory_pool_config=None),
+            get_memory_pool=lambda: (None, None),
+        )
+        for cls in (EAGLEWorker, EagleDraftWorker, MultiLayerEagleWorker, MultiLayerEagleDraftWorker):
+            multi_layer = cls.__name__.startswith("MultiLayer")
+            server_args = server_args_for(case["draft"], case["target"], case["algorithm"], multi_layer)
+            worker = cls.__new__(cls)
+            del built[:]
+            try:
+                cls.__init__(
+                    worker, server_args, gpu_id=0, tp_rank=0, dp_rank=None, moe_ep_rank=0,
+                    attn_cp_rank=0, moe_dp_rank=0, nccl_port=0, target_worker=target_worker,
+                )
+                outcome, message = "returned", ""
+            except DraftModelBuilt:
+                outcome, message = "draft model built", ""
+            except ValueError as exc:
+                outcome, message = "refused", str(exc)
+            except Exception as exc:  # reported, asserted by the test
+                outcome, message = "error", f"{type(exc).__name__}: {exc}"
+            rows.append(
+                {
+                    "case": case["name"],
+                    "worker": cls.__name__,
+                    "outcome": outcome,
+                    "message": message,
+                    "sentinel_calls": list(built),
+                    "eagle_use_aux_hidden_state": getattr(worker, "eagle_use_aux_hidden_state", None),
+                    "eagle_num_aux_hidden_states": getattr(worker, "eagle_num_aux_hidden_states", None),
+                }
+            )
+    return rows
+
+
 def main() -> None:
     cases = json.loads(open(sys.argv[1]).read())
     out = {"imports": {}, "sglang_file": None, "sizes": [], "errors": []}
@@ -64,6 +156,7 @@ def main() -> None:
         EagleDraftExtendInput,
         EagleDraftInput,
         EagleVerifyInput,
+        get_eagle_num_aux_hidden_states,
         parse_eagle_use_aux_hidden_state,
     )
     from sglang.srt.speculative.eagle_worker import EAGLEWorker
@@ -94,9 +187,12 @@ def main() -> None:
         else:  # v1 workers are the draft TpModelWorker: model_runner is a property
             worker._model_runner = runner
             worker.model_runner_list = [runner]
-        # What every patched worker __init__ does: the one parser.
+        # What every patched EAGLE worker's __init__ sets, with the same inserted functions.
         worker.eagle_use_aux_hidden_state = parse_eagle_use_aux_hidden_state(
             worker.speculative_algorithm, draft_config.hf_config
+        )
+        worker.eagle_num_aux_hidden_states = get_eagle_num_aux_hidden_states(
+            draft_config.hf_config
         )
         return worker
 
@@ -183,57 +279,86 @@ def main() -> None:
         )
         out["extend_rebuild_" + cls.__name__] = result
 
-    # PD disaggregation: the patched Scheduler.init_disaggregation, stopped at MetadataBuffers.
+    # PD disaggregation: the patched Scheduler.init_disaggregation in both modes, with the real
+    # MetadataBuffers, stopped right after them (at the transfer queues it builds next).
     import sglang.srt.managers.scheduler as scheduler_module
 
-    class Recorded(Exception):
+    class QueuesReached(Exception):
         pass
 
-    def record(buffer_size, **kwargs):
-        raise Recorded(kwargs)
+    def stop_at_queues(*args, **kwargs):
+        raise QueuesReached
 
-    scheduler_module.MetadataBuffers = record
+    scheduler_module.DecodeTransferQueue = stop_at_queues
+    scheduler_module.PrefillBootstrapQueue = stop_at_queues
+    pd_workers = {
+        "EAGLE": ((EAGLEWorker, False), (EagleDraftWorker, True)),
+        "EAGLE3": ((EAGLEWorker, False), (EagleDraftWorker, True)),
+        "STANDALONE": ((StandaloneWorker, False), (StandaloneDraftWorker, True)),
+    }
     out["pd"] = []
-    for mode in ("decode", "prefill"):
-        for cls, v2 in ((EAGLEWorker, False), (EagleDraftWorker, True)):
-            worker = make_worker(cls, draft, target, case["algorithm"])
-            scheduler = scheduler_module.Scheduler.__new__(scheduler_module.Scheduler)
-            scheduler.server_args = SimpleNamespace(
-                disaggregation_mode=mode,
-                disaggregation_transfer_backend="fake",
-                enable_multi_layer_eagle=False,
-            )
-            scheduler.spec_algorithm = worker.speculative_algorithm
-            scheduler.enable_overlap = v2
-            # a v2 scheduler holds the outer worker, whose draft_worker is the draft worker
-            scheduler.draft_worker = SimpleNamespace(draft_worker=worker) if v2 else worker
-            scheduler.req_to_token_pool = SimpleNamespace(size=8)
-            scheduler.max_running_requests = 8
-            scheduler.token_to_kv_pool_allocator = SimpleNamespace(
-                get_kvcache=lambda: SimpleNamespace(maybe_get_custom_mem_pool=lambda: None)
-            )
-            if not v2:
-                worker.model_config = draft
-                worker._model_runner = SimpleNamespace(model_config=draft, token_to_kv_pool=None)
-            else:
-                worker.draft_runner = SimpleNamespace(model_config=draft, token_to_kv_pool=None)
-            try:
-                scheduler_module.Scheduler.init_disaggregation(scheduler)
-                recorded = None
-            except Recorded as exc:
-                recorded = exc.args[0]
-            out["pd"].append(
-                {
-                    "mode": mode,
-                    "worker": cls.__name__,
-                    "hidden_size": None if recorded is None else recorded["hidden_size"],
-                    "dtype": None if recorded is None else str(recorded["hidden_states_dtype"]),
-                    "contract": [
-                        EagleDraftInput.hidden_size_for(worker),
-                        str(EagleDraftInput.dtype_for(worker)),
-                    ],
-                }
-            )
+    for case in cases:
+        if case.get("pd") is not True:
+            continue
+        draft, target = configs[case["draft"]], configs[case["target"]]
+        for cls, v2 in pd_workers[case["algorithm"]]:
+            for mode in ("prefill", "decode"):
+                worker = make_worker(cls, draft, target, case["algorithm"])
+                scheduler = scheduler_module.Scheduler.__new__(scheduler_module.Scheduler)
+                scheduler.server_args = SimpleNamespace(
+                    disaggregation_mode=mode,
+                    disaggregation_transfer_backend="fake",
+                    disaggregation_bootstrap_port=0,
+                    enable_multi_layer_eagle=False,
+                    dp_size=1,
+                    num_reserved_decode_tokens=0,
+                    language_only=False,
+                )
+                scheduler.spec_algorithm = worker.speculative_algorithm
+                scheduler.enable_overlap = v2
+                # a v2 scheduler holds the outer worker, whose draft_worker is the draft worker
+                scheduler.draft_worker = SimpleNamespace(draft_worker=worker) if v2 else worker
+                scheduler.req_to_token_pool = SimpleNamespace(size=8)
+                scheduler.max_running_requests = 8
+                scheduler.token_to_kv_pool_allocator = SimpleNamespace(
+                    get_kvcache=lambda: SimpleNamespace(maybe_get_custom_mem_pool=lambda: None)
+                )
+                for name in ("attn_tp_cpu_group", "tree_cache", "gpu_id", "max_total_num_tokens"):
+                    setattr(scheduler, name, None)
+                scheduler.tp_rank = scheduler.pp_rank = 0
+                scheduler.tp_size = scheduler.pp_size = 1
+                if not v2:
+                    worker.model_config = draft
+                    worker._model_runner = SimpleNamespace(model_config=draft, token_to_kv_pool=None)
+                else:
+                    worker.draft_runner = SimpleNamespace(model_config=draft, token_to_kv_pool=None)
+                try:
+                    scheduler_module.Scheduler.init_disaggregation(scheduler)
+                    reached = False
+                except QueuesReached:
+                    reached = True
+                buffers = scheduler.disagg_metadata_buffers
+                ptrs, _, item_lens = buffers.get_buf_infos()
+                hidden = buffers.output_hidden_states
+                # the item length the transfer (e.g. mooncake's send_aux) copies per request
+                out["pd"].append(
+                    {
+                        "case": case["name"],
+                        "algorithm": case["algorithm"],
+                        "mode": mode,
+                        "worker": cls.__name__,
+                        "reached_queues": reached,
+                        "hidden_states_item_bytes": item_lens[ptrs.index(hidden.data_ptr())],
+                        "hidden_states": [hidden.shape[1], str(hidden.dtype)],
+                        "contract": [
+                            EagleDraftInput.hidden_size_for(worker),
+                            str(EagleDraftInput.dtype_for(worker)),
+                        ],
+                    }
+                )
+
+    if len(sys.argv) > 2:
+        out["start_up"] = start_up(json.loads(open(sys.argv[2]).read()))
 
     out["helpers"] = sorted(n for n in dir(eagle_info) if "eagle" in n.lower() and callable(getattr(eagle_info, n)))
     print("PROBE-JSON " + json.dumps(out))

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from sglang.srt.speculative.eagle_info import (
     EagleDraftExtendInput,
     EagleDraftInput,
+    get_eagle_num_aux_hidden_states,
     parse_eagle_use_aux_hidden_state,
 )
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
@@ -207,12 +208,18 @@ def workers(draw, layer_ids_ok: bool = False):
         worker.draft_runner = runner  # v2 draft worker
     else:
         worker.model_runner = runner  # v1 worker
+    # What a patched worker's __init__ does before it builds the draft model; a refusal
+    # there means no worker exists to size.
+    worker.start_up_error = None
     try:
         worker.eagle_use_aux_hidden_state = parse_eagle_use_aux_hidden_state(
             algorithm, draft.hf_config
         )
-    except ValueError:
-        worker.eagle_use_aux_hidden_state = None  # the worker would not have been built
+        worker.eagle_num_aux_hidden_states = get_eagle_num_aux_hidden_states(
+            draft.hf_config
+        )
+    except ValueError as exc:
+        worker.start_up_error = str(exc)
     return worker, draft, target
 
 
@@ -235,8 +242,19 @@ def test_decode_classmethods_give_the_draft_runner_sizes(case):
 
 def check_extend(case) -> None:
     worker, draft, target = case
-    if worker.eagle_use_aux_hidden_state is None:
-        return  # the flag parser refused the config: no worker exists to size
+    algorithm = worker.speculative_algorithm
+    if worker.start_up_error is not None:
+        # the worker refused its drafter at start-up, naming the key
+        same(
+            ("error", worker.start_up_error),
+            expectation(
+                lambda: (
+                    expected_use_aux(algorithm, draft.hf_config),
+                    expected_num_aux(draft.hf_config),
+                )
+            ),
+        )
+        return
     same(
         outcome(lambda: EagleDraftExtendInput.hidden_size_for(worker)),
         expectation(lambda: expected_extend_width(worker, draft, target)),

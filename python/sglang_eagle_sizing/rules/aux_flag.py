@@ -1,11 +1,14 @@
-"""Give every EAGLE worker a validated drafter and ``eagle_use_aux_hidden_state`` from the one
-parser.
+"""Every EAGLE worker reads and validates its drafter's config before it builds the draft model,
+and keeps what it parsed.
 
-Replaces 0.5.11's inline parsing (``self.eagle_use_aux_hidden_state = False`` followed by an
-``if ...is_eagle3():`` block reading ``eagle_config``) with ``validate_eagle_draft_config(...)``
-(stops the worker at start-up when the drafter cannot consume what the target produces) and
-``self.eagle_use_aux_hidden_state = parse_eagle_use_aux_hidden_state(...)``; adds both to the
-workers that had no flag: after their draft runner(s) are set, before anything sizes a buffer.
+Right before the statement of ``__init__`` that builds and loads the draft model
+(``super().__init__(...)`` or ``TpModelWorker(...)``, per ``sites.AUX_FLAG_WORKERS``), the rule
+inserts the start-up block (``START_UP``): the drafter's ``ModelConfig`` from its config alone
+(``get_eagle_draft_model_config``), ``validate_eagle_draft_config`` against the target, and the
+two attributes the classmethods read, ``eagle_use_aux_hidden_state`` and
+``eagle_num_aux_hidden_states``. 0.5.11's inline parsing of the flag after the draft model is
+built (``self.eagle_use_aux_hidden_state = False`` followed by an ``if ...is_eagle3():`` block)
+goes. A bad drafter then stops the worker before any weight loads.
 """
 
 from __future__ import annotations
@@ -13,14 +16,27 @@ from __future__ import annotations
 import libcst as cst
 
 from ..engine import Finding, Rule
-from ..sites import AUX_FLAG_WORKERS, TARGET_MODEL_CONFIG
-from ..syntax import code_of, dotted, statement
+from ..sites import AUX_FLAG_WORKERS, SERVER_ARGS, TARGET_MODEL_CONFIG
+from ..syntax import code_of, dotted, statements, with_comment
 
 FLAG = "self.eagle_use_aux_hidden_state"
+NUM_AUX = "self.eagle_num_aux_hidden_states"
 PARSER = "parse_eagle_use_aux_hidden_state"
+COUNTER = "get_eagle_num_aux_hidden_states"
 VALIDATOR = "validate_eagle_draft_config"
-#: attributes after which the draft runner is in reach (the last one present wins)
-RUNNER_ATTRIBUTES = ("self.draft_runner_list", "self.draft_runner")
+READER = "get_eagle_draft_model_config"
+DRAFT_MODEL_CONFIG = "draft_model_config"
+
+START_UP_COMMENT = (
+    "Read and check the drafter's config before its weights load; the classmethods",
+    "that size the hidden states read the two attributes parsed here.",
+)
+START_UP = (
+    f"{DRAFT_MODEL_CONFIG} = {READER}({SERVER_ARGS})\n"
+    f"{VALIDATOR}(self.speculative_algorithm, {DRAFT_MODEL_CONFIG}, {TARGET_MODEL_CONFIG})\n"
+    f"{FLAG} = {PARSER}(self.speculative_algorithm, {DRAFT_MODEL_CONFIG}.hf_config)\n"
+    f"{NUM_AUX} = {COUNTER}({DRAFT_MODEL_CONFIG}.hf_config)\n"
+)
 
 
 def assigned(stmt: cst.CSTNode) -> str | None:
@@ -67,8 +83,27 @@ def _eagle_config_source(node: cst.CSTNode) -> cst.BaseExpression | None:
     return result
 
 
-def _is_super_init(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Call) and code_of(node.func).replace(" ", "") == "super().__init__"
+def _builds_draft_model(builder: str):
+    """A predicate: the node calls ``builder`` (``super().__init__`` or a class name)."""
+
+    def predicate(node: cst.CSTNode) -> bool:
+        return (
+            isinstance(node, cst.Call)
+            and code_of(node.func).replace(" ", "") == builder
+        )
+
+    return predicate
+
+
+def _assigns_flag(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Assign) and any(
+        dotted(t.target) in (FLAG, NUM_AUX) for t in node.targets
+    )
+
+
+def _bare(stmt: cst.BaseStatement) -> str:
+    """A statement's code without its comments and blank lines."""
+    return code_of(stmt.with_changes(leading_lines=[])).strip()
 
 
 class AuxFlagRule(Rule):
@@ -79,89 +114,52 @@ class AuxFlagRule(Rule):
         updated_node = super().leave_FunctionDef(original_node, updated_node)
         if len(self._scope) != 1 or original_node.name.value != "__init__":
             return updated_node
-        draft_model_config = AUX_FLAG_WORKERS.get((self.file, self._scope[0]))
-        if draft_model_config is None:
+        builder = AUX_FLAG_WORKERS.get((self.file, self._scope[0]))
+        if builder is None:
             return updated_node
         body = list(updated_node.body.body)
         original_body = list(original_node.body.body)
-        column = self.column_of(original_body[0])
-
-        def new_statements(config: str) -> list[cst.BaseStatement]:
-            return [
-                statement(
-                    f"{VALIDATOR}(self.speculative_algorithm, {config}, {TARGET_MODEL_CONFIG})\n",
-                    column,
-                ),
-                statement(
-                    f"{FLAG} = {PARSER}(self.speculative_algorithm, {config}.hf_config)\n",
-                    column,
-                ),
-            ]
-
-        for index, stmt in enumerate(body):
-            if assigned(stmt) != FLAG:
+        builds = _builds_draft_model(builder)
+        anchor = next((i for i, s in enumerate(body) if _contains(s, builds)), None)
+        if anchor is None:
+            raise self.fail(
+                original_node, f"{scope}: no statement calls {builder}(...)"
+            )
+        start_up = statements(START_UP, self.column_of(original_body[anchor]))
+        wanted = [_bare(s) for s in start_up]
+        size = len(start_up)
+        if anchor >= size and [_bare(s) for s in body[anchor - size : anchor]] == wanted:
+            rest = body[: anchor - size] + body[anchor:]
+            if not any(_contains(s, _assigns_flag) for s in rest):
+                self.report(original_body[anchor - size + 2], "aux-flag", Finding.ROUTED, scope)
+                return updated_node
+        # 0.5.11's inline parsing: `flag = <default>` then `if ...: ... flag = ...`.
+        kept: list[cst.BaseStatement] = []
+        kept_anchor = 0
+        index = 0
+        while index < len(body):
+            stmt = body[index]
+            if not _contains(stmt, _assigns_flag):
+                if index == anchor:
+                    kept_anchor = len(kept)
+                kept.append(stmt)
+                index += 1
                 continue
-            value = stmt.body[0].value
-            if isinstance(value, cst.Call) and dotted(value.func) == PARSER:
-                if index > 0 and _calls(body[index - 1], VALIDATOR):
-                    self.report(original_body[index], "aux-flag", Finding.ROUTED, scope)
-                    return updated_node
-                self.report(original_body[index], "aux-flag", Finding.UNROUTED, scope)
-                body.insert(index, new_statements(draft_model_config)[0])
-                return updated_node.with_changes(
-                    body=updated_node.body.with_changes(body=body)
-                )
-            # Inline parsing: `flag = <default>` then `if ...: ... flag = ...`.
             follower = body[index + 1] if index + 1 < len(body) else None
             if not (
-                isinstance(follower, cst.If)
-                and _contains(
-                    follower,
-                    lambda n: isinstance(n, cst.Assign)
-                    and any(dotted(t.target) == FLAG for t in n.targets),
-                )
+                assigned(stmt) == FLAG
+                and isinstance(follower, cst.If)
+                and _contains(follower, _assigns_flag)
+                and _eagle_config_source(follower) is not None
             ):
                 raise self.fail(
                     original_body[index],
-                    f"{scope}: {FLAG} set without the parser, in a form the rule does not know",
+                    f"{scope}: {FLAG} set in a form the rule does not know",
                 )
-            source = _eagle_config_source(follower)
-            config = draft_model_config
-            if source is not None and code_of(source).endswith(".hf_config"):
-                config = code_of(source)[: -len(".hf_config")]
             self.report(original_body[index], "aux-flag", Finding.UNROUTED, scope)
-            new = new_statements(config)
-            new[0] = new[0].with_changes(leading_lines=stmt.leading_lines)
-            body[index : index + 2] = new
-            return updated_node.with_changes(
-                body=updated_node.body.with_changes(body=body)
-            )
-
-        # No flag at all: set it once the draft runner is in reach.
-        anchor = None
-        for index, stmt in enumerate(body):
-            if assigned(stmt) in RUNNER_ATTRIBUTES:
-                anchor = index
-        if anchor is None:
-            for index, stmt in enumerate(body):
-                if isinstance(stmt, cst.With) and _contains(stmt, _is_super_init):
-                    anchor = index
-        if anchor is None:
-            raise self.fail(
-                original_node, f"{scope}: no place where the draft runner is set"
-            )
-        reported = original_body[min(anchor, len(original_body) - 1)]
-        self.report(reported, "aux-flag", Finding.UNROUTED, scope)
-        body[anchor + 1 : anchor + 1] = new_statements(draft_model_config)
-        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
-
-
-def _calls(stmt: cst.CSTNode, name: str) -> bool:
-    """``name(...)`` as a statement of its own."""
-    return (
-        isinstance(stmt, cst.SimpleStatementLine)
-        and len(stmt.body) == 1
-        and isinstance(stmt.body[0], cst.Expr)
-        and isinstance(stmt.body[0].value, cst.Call)
-        and dotted(stmt.body[0].value.func) == name
-    )
+            index += 2
+        if len(kept) == len(body):  # no flag at all: the multi-layer workers
+            self.report(original_body[anchor], "aux-flag", Finding.UNROUTED, scope)
+        start_up[0] = with_comment(start_up[0], *START_UP_COMMENT)
+        kept[kept_anchor:kept_anchor] = start_up
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=kept))

@@ -1,10 +1,14 @@
-"""Route the PD-disaggregation metadata buffers through the decode-phase contract.
+"""Route the PD-disaggregation metadata buffers through the decode-phase contract, with one
+condition on both servers.
 
-``Scheduler.init_disaggregation`` sizes ``MetadataBuffers`` with
-``hidden_size=(<draft width> if <speculative> else 16)`` and a matching
-``hidden_states_dtype=``; the speculative branch of each becomes
-``EagleDraftInput.hidden_size_for(self.draft_worker)`` / ``dtype_for``. The condition and the
-non-speculative fallback stay as they are.
+``Scheduler.init_disaggregation`` sizes ``MetadataBuffers`` on the prefill and on the decode
+server with ``hidden_size=(<draft width> if <speculative> else 16)`` and a matching
+``hidden_states_dtype=``. The prefill server writes its item into the decode server's slot
+(the transfer uses the prefill side's item length), so both must agree. In 0.5.11 they do
+not: the prefill condition includes STANDALONE, the decode one does not. Every such
+conditional becomes ``EagleDraftInput.hidden_size_for(self.draft_worker) if CONDITION else
+16`` (and ``dtype_for``), with the same ``CONDITION`` on both servers; the non-speculative
+fallback stays as it is.
 """
 
 from __future__ import annotations
@@ -13,10 +17,13 @@ import libcst as cst
 
 from ..engine import Finding, Rule
 from ..sites import Kind, SITES, site_for
-from ..syntax import dotted, keyword_arg, same_expression
+from ..syntax import code_of, dotted, keyword_arg, same_expression, statement
 
 FILES = frozenset(s.file for s in SITES if s.kind is Kind.METADATA_BUFFER)
 KEYWORDS = {"hidden_size": "hidden_size_for", "hidden_states_dtype": "dtype_for"}
+#: Which servers carry the draft state: the EAGLE family, whose draft worker the contract
+#: resolves (0.5.11's prefill condition; its decode one left STANDALONE out).
+CONDITION = "self.spec_algorithm.is_eagle() or self.spec_algorithm.is_standalone()"
 
 
 def _conditional(arg: cst.Arg | None) -> cst.IfExp | None:
@@ -25,6 +32,21 @@ def _conditional(arg: cst.Arg | None) -> cst.IfExp | None:
 
 class MetadataBufferRule(Rule):
     files = FILES
+
+    def __init__(self, file: str):
+        super().__init__(file)
+        self._rewritten = False
+
+    def leave_SimpleStatementLine(self, original_node, updated_node):
+        if not self._rewritten:
+            return updated_node
+        self._rewritten = False
+        # Render through black: the shared condition may wrap differently.
+        rendered = statement(
+            code_of(updated_node.with_changes(leading_lines=[])),
+            self.column_of(original_node),
+        )
+        return rendered.with_changes(leading_lines=updated_node.leading_lines)
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call):
         if dotted(original_node.func) != "MetadataBuffers" or keyword_arg(original_node, "hidden_size") is None:
@@ -43,7 +65,11 @@ class MetadataBufferRule(Rule):
                 f"{site.scope}: MetadataBuffers({missing[0]}=...) is not "
                 "'<speculative> if <condition> else <fallback>'",
             )
-        if all(same_expression(conditionals[k].body, wanted[k]) for k in KEYWORDS):
+        if all(
+            same_expression(conditionals[k].body, wanted[k])
+            and same_expression(conditionals[k].test, CONDITION)
+            for k in KEYWORDS
+        ):
             self.report(original_node, site.phase.value, Finding.ROUTED)
             return updated_node
         self.report(original_node, site.phase.value, Finding.UNROUTED)
@@ -52,7 +78,11 @@ class MetadataBufferRule(Rule):
             name = arg.keyword.value if arg.keyword is not None else None
             if name in KEYWORDS:
                 arg = arg.with_changes(
-                    value=arg.value.with_changes(body=cst.parse_expression(wanted[name]))
+                    value=arg.value.with_changes(
+                        body=cst.parse_expression(wanted[name]),
+                        test=cst.parse_expression(CONDITION),
+                    )
                 )
             args.append(arg)
+        self._rewritten = True
         return updated_node.with_changes(args=args)
