@@ -320,7 +320,8 @@ def _is_inserted_helper(name: str) -> bool:
 
 
 def _refused_key(text: str, node: ast.Raise) -> str:
-    """The key a refusal names: the first string constant of the raise that looks like one."""
+    """The key a refusal names (the first string constant of the raise that looks like
+    one); else what it expects (the first string constant with a space)."""
     for inner in ast.walk(node):
         if isinstance(inner, ast.Constant) and isinstance(inner.value, str):
             match = re.fullmatch(r"[a-z][a-z_.]*", inner.value)
@@ -332,6 +333,10 @@ def _refused_key(text: str, node: ast.Raise) -> str:
                     match = re.search(r"Invalid ([a-z_.]+)=", part.value)
                     if match:
                         return match.group(1)
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Constant) and isinstance(inner.value, str):
+            if " " in inner.value.strip():
+                return "expected " + inner.value.strip().rstrip(":,.")
     return ""
 
 
@@ -510,8 +515,48 @@ def rule_mutants(patched_srt: Path) -> list[Mutant]:
     return mutants
 
 
+#: The EAGLE workers whose __init__ checks the drafter and parses it (issue 11's start-up).
+START_UP_WORKERS = {
+    "speculative/eagle_worker.py": "EAGLEWorker",
+    "speculative/eagle_worker_v2.py": "EagleDraftWorker",
+    "speculative/multi_layer_eagle_worker.py": "MultiLayerEagleWorker",
+    "speculative/multi_layer_eagle_worker_v2.py": "MultiLayerEagleDraftWorker",
+}
+
+
+def start_up_mutants(pristine_srt: Path, patched_srt: Path) -> list[Mutant]:
+    """For each EAGLE worker: its ``__init__`` put back to 0.5.11's (no validation, the
+    flag parsed inline or not at all)."""
+    mutants = []
+    for file, class_name in START_UP_WORKERS.items():
+        pristine_text = (pristine_srt / file).read_text()
+        patched_text = (patched_srt / file).read_text()
+        old = _function(ast.parse(pristine_text), f"{class_name}.__init__")
+        new = _function(ast.parse(patched_text), f"{class_name}.__init__")
+        old_source = "".join(
+            pristine_text.splitlines(keepends=True)[old.lineno - 1 : old.end_lineno]
+        )
+        text = _replace_statements(patched_text, [new], old_source)
+        name = f"rule start-up: {class_name}.__init__ as in 0.5.11"
+        mutants.append(
+            Mutant(
+                name=name,
+                family="rule",
+                description=f"{file}: {class_name}.__init__ back to 0.5.11's: the "
+                "drafter is not validated, the flag not parsed by the one parser",
+                file=file,
+                text=_checked(text, name),
+            )
+        )
+    return mutants
+
+
 def all_mutants(pristine_srt: Path, patched_srt: Path) -> list[Mutant]:
-    mutants = site_mutants(pristine_srt, patched_srt) + rule_mutants(patched_srt)
+    mutants = (
+        site_mutants(pristine_srt, patched_srt)
+        + rule_mutants(patched_srt)
+        + start_up_mutants(pristine_srt, patched_srt)
+    )
     names = [m.name for m in mutants]
     duplicates = {n for n in names if names.count(n) > 1}
     if duplicates:

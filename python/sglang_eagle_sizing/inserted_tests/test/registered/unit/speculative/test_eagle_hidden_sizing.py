@@ -127,6 +127,14 @@ EAGLE3_QWEN3_30B_A3B = dict(
     eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 23, 44]},
 )
 
+# The same drafter with its layer ids at the top level of its config, where some drafters
+# declare them.
+EAGLE3_QWEN3_30B_A3B_TOP_LEVEL_IDS = dict(
+    EAGLE3_QWEN3_30B_A3B,
+    eagle_config=None,
+    eagle_aux_hidden_state_layer_ids=[1, 23, 44],
+)
+
 # A 5120-wide target (Qwen/Qwen3-14B) and an EAGLE-3 drafter narrower than it (4096) that
 # declares target_hidden_size, the key llama_eagle3.py reads for its fc input width.
 QWEN3_14B = {
@@ -218,7 +226,9 @@ def expected_sizes(algorithm: str, draft: dict, target: dict) -> Dict[str, objec
     eagle_config = draft.get("eagle_config") or {}
     dtype = TORCH_DTYPES[draft["torch_dtype"]]
     if algorithm == "EAGLE3" and eagle_config.get("use_aux_hidden_state", True):
-        layer_ids = eagle_config.get("eagle_aux_hidden_state_layer_ids")
+        layer_ids = eagle_config.get("eagle_aux_hidden_state_layer_ids") or draft.get(
+            "eagle_aux_hidden_state_layer_ids"
+        )
         num_aux = len(layer_ids) if layer_ids else DEFAULT_NUM_AUX_HIDDEN_STATES
         extend_width = num_aux * target["hidden_size"]
     elif algorithm == "STANDALONE":
@@ -268,6 +278,20 @@ CASES: List[Tuple[str, str, dict, dict]] = [
         dict(
             EAGLE3_QWEN3_30B_A3B,
             eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 12, 23, 44]},
+        ),
+        QWEN3_30B_A3B,
+    ),
+    (
+        "EAGLE-3 Qwen3-30B-A3B, layer ids [1, 23, 44] at the top level",
+        "EAGLE3",
+        EAGLE3_QWEN3_30B_A3B_TOP_LEVEL_IDS,
+        QWEN3_30B_A3B,
+    ),
+    (
+        "EAGLE-3 Qwen3-30B-A3B, two layer ids at the top level",
+        "EAGLE3",
+        dict(
+            EAGLE3_QWEN3_30B_A3B_TOP_LEVEL_IDS, eagle_aux_hidden_state_layer_ids=[1, 44]
         ),
         QWEN3_30B_A3B,
     ),
@@ -410,12 +434,16 @@ class FakeGraphRunner:
 
 
 def start_up(worker, draft_model_config: ModelConfig, target_model_config: ModelConfig):
-    """What the __init__ of every patched EAGLE worker does with its drafter's config."""
+    """What the __init__ of every patched EAGLE worker does with its drafter's config,
+    before it builds the draft model."""
     validate_eagle_draft_config(
         worker.speculative_algorithm, draft_model_config, target_model_config
     )
     worker.eagle_use_aux_hidden_state = parse_eagle_use_aux_hidden_state(
         worker.speculative_algorithm, draft_model_config.hf_config
+    )
+    worker.eagle_num_aux_hidden_states = get_eagle_num_aux_hidden_states(
+        draft_model_config.hf_config
     )
 
 
@@ -575,9 +603,11 @@ class TestEagleConfigParser(CustomTestCase):
         with self.assertRaises(ValueError) as raised:
             call()
         message = str(raised.exception)
-        self.assertIn(f"{key}={value!r}", message)
+        self.assertIn(f"Invalid {key}={value!r} in the draft model config", message)
         self.assertIn(hf_config.name_or_path, message)
+        self.assertIn(": expected ", message)
         self.assertNotIn("\n", message)
+        return message
 
     def test_flag_accepted_forms(self):
         cases = [
@@ -688,6 +718,76 @@ class TestEagleConfigParser(CustomTestCase):
                 )
                 self.assertEqual(get_eagle_num_aux_hidden_states(hf_config), num_aux)
 
+    def test_layer_ids_at_the_top_level(self):
+        cases = [
+            ("top level only", {"eagle_aux_hidden_state_layer_ids": [1, 23, 44]}, 3),
+            ("two at the top level", {"eagle_aux_hidden_state_layer_ids": [1, 44]}, 2),
+            (
+                "both places, the same layers",
+                {
+                    "eagle_aux_hidden_state_layer_ids": [2, 30],
+                    "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30]},
+                },
+                2,
+            ),
+        ]
+        for name, changes, num_aux in cases:
+            with self.subTest(name):
+                hf_config = self.hf_config(**changes)
+                self.assertEqual(
+                    get_eagle_aux_hidden_state_layer_ids(hf_config),
+                    changes["eagle_aux_hidden_state_layer_ids"],
+                )
+                self.assertEqual(get_eagle_num_aux_hidden_states(hf_config), num_aux)
+
+    def test_layer_ids_declared_twice_must_agree(self):
+        hf_config = self.hf_config(
+            eagle_aux_hidden_state_layer_ids=[1, 44],
+            eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 23, 44]},
+        )
+        for function in (
+            get_eagle_aux_hidden_state_layer_ids,
+            get_eagle_num_aux_hidden_states,
+        ):
+            with self.subTest(function=function.__name__):
+                message = self.assert_refused(
+                    lambda: function(hf_config),
+                    "eagle_aux_hidden_state_layer_ids",
+                    [1, 44],
+                    hf_config,
+                )
+                self.assertIn("[1, 23, 44]", message)
+
+    def test_num_aux_hidden_states_must_count_the_layers(self):
+        cases = [
+            ({"num_aux_hidden_states": 4}, 4),
+            (
+                {
+                    "num_aux_hidden_states": 3,
+                    "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 31]},
+                },
+                3,
+            ),
+            (
+                {
+                    "num_aux_hidden_states": 2,
+                    "eagle_aux_hidden_state_layer_ids": [1, 2, 3],
+                },
+                2,
+            ),
+        ]
+        for changes, value in cases:
+            with self.subTest(changes=changes):
+                hf_config = self.hf_config(**changes)
+                self.assert_refused(
+                    lambda: get_eagle_num_aux_hidden_states(hf_config),
+                    "num_aux_hidden_states",
+                    value,
+                    hf_config,
+                )
+        hf_config = self.hf_config(num_aux_hidden_states=3)
+        self.assertEqual(get_eagle_num_aux_hidden_states(hf_config), 3)
+
     def test_layer_ids_from_a_tuple_or_an_object(self):
         hf_config = self.hf_config()
         forms = [
@@ -703,19 +803,26 @@ class TestEagleConfigParser(CustomTestCase):
                 self.assertEqual(get_eagle_num_aux_hidden_states(hf_config), 3)
 
     def test_layer_ids_refused_forms(self):
-        key = "eagle_config.eagle_aux_hidden_state_layer_ids"
         for value in ([], [1, "x", 3], [-1, 2, 3], [True, 2, 3], "1,2,3", 3):
-            with self.subTest(value=value):
-                hf_config = self.hf_config(
-                    eagle_config={"eagle_aux_hidden_state_layer_ids": value}
-                )
-                for function in (
-                    get_eagle_aux_hidden_state_layer_ids,
-                    get_eagle_num_aux_hidden_states,
-                ):
-                    self.assert_refused(
-                        lambda: function(hf_config), key, value, hf_config
-                    )
+            for key, changes in (
+                (
+                    "eagle_config.eagle_aux_hidden_state_layer_ids",
+                    {"eagle_config": {"eagle_aux_hidden_state_layer_ids": value}},
+                ),
+                (
+                    "eagle_aux_hidden_state_layer_ids",
+                    {"eagle_aux_hidden_state_layer_ids": value},
+                ),
+            ):
+                with self.subTest(key=key, value=value):
+                    hf_config = self.hf_config(**changes)
+                    for function in (
+                        get_eagle_aux_hidden_state_layer_ids,
+                        get_eagle_num_aux_hidden_states,
+                    ):
+                        self.assert_refused(
+                            lambda: function(hf_config), key, value, hf_config
+                        )
 
 
 class TestStartupValidation(CustomTestCase):
@@ -727,6 +834,7 @@ class TestStartupValidation(CustomTestCase):
         cls.folder = ConfigFolder()
         cls.llama_target = cls.folder.model_config(LLAMA_3_1_8B_INSTRUCT, "target")
         cls.qwen3_14b_target = cls.folder.model_config(QWEN3_14B, "target")
+        cls.qwen3_30b_target = cls.folder.model_config(QWEN3_30B_A3B, "target")
 
     @classmethod
     def tearDownClass(cls):
@@ -740,10 +848,12 @@ class TestStartupValidation(CustomTestCase):
         with self.assertRaises(ValueError) as raised:
             validate_eagle_draft_config(SpeculativeAlgorithm.EAGLE3, draft, target)
         message = str(raised.exception)
-        self.assertIn(f"{key}={value!r}", message)
+        self.assertIn(f"Invalid {key}={value!r} in the draft model config", message)
         self.assertIn(draft.model_path, message)
-        self.assertIn(target.model_path, message)
+        self.assertIn(f"for the target model config {target.model_path}", message)
+        self.assertIn(": expected ", message)
         self.assertNotIn("\n", message)
+        return message
 
     def test_valid_drafters_pass(self):
         cases = [
@@ -758,6 +868,10 @@ class TestStartupValidation(CustomTestCase):
                 self.llama_target,
             ),
             (self.draft(EAGLE3_NARROW_FOR_QWEN3_14B), self.qwen3_14b_target),
+            (
+                self.draft(eagle_aux_hidden_state_layer_ids=[1, 15, 29]),
+                self.llama_target,
+            ),
         ]
         for draft, target in cases:
             with self.subTest(draft=draft.model_path):
@@ -782,6 +896,14 @@ class TestStartupValidation(CustomTestCase):
             "target_hidden_size",
             5120,
         )
+        # A drafter whose architecture is not llama_eagle3's: no fc width to compare,
+        # the declared target width alone tells it was trained for another target.
+        self.assert_refused(
+            self.draft(EAGLE3_QWEN3_30B_A3B, target_hidden_size=4096),
+            self.qwen3_30b_target,
+            "target_hidden_size",
+            4096,
+        )
 
     def test_num_aux_hidden_states_disagrees_with_the_capture(self):
         self.assert_refused(
@@ -799,6 +921,23 @@ class TestStartupValidation(CustomTestCase):
             "num_aux_hidden_states",
             3,
         )
+
+    def test_narrow_drafter_without_target_hidden_size(self):
+        """A 4096-wide drafter for a 5120-wide target must say target_hidden_size: its fc
+        would take 3 x 4096 features while the target produces 3 x 5120."""
+        message = self.assert_refused(
+            self.draft(
+                {
+                    key: value
+                    for key, value in EAGLE3_NARROW_FOR_QWEN3_14B.items()
+                    if key != "target_hidden_size"
+                }
+            ),
+            self.qwen3_14b_target,
+            "target_hidden_size",
+            None,
+        )
+        self.assertIn("5120", message)
 
     def test_top_level_layer_ids_of_another_length(self):
         self.assert_refused(
@@ -857,7 +996,15 @@ DETACHED_IDLE_INPUT_SCOPES = {("eagle_info.py", "EagleVerifyInput.verify")}
 EXTEND_SCOPES = {
     ("multi_layer_eagle_worker_v2.py", "MultiLayerEagleDraftWorker.__init__")
 }
-#: The EAGLE workers that must check their drafter and take the aux flag from the parser.
+#: What every EAGLE worker sets at start-up, and the one function each must come from.
+PARSED_ATTRIBUTES = {
+    "eagle_use_aux_hidden_state": "parse_eagle_use_aux_hidden_state",
+    "eagle_num_aux_hidden_states": "get_eagle_num_aux_hidden_states",
+}
+#: Calls in a worker's __init__ that build (and load) the draft model.
+DRAFT_MODEL_BUILDERS = {"super().__init__", "TpModelWorker"}
+#: The EAGLE workers that must check their drafter (before building the draft model) and
+#: take the parsed attributes from the parser.
 EAGLE_WORKERS = {
     "eagle_worker.py": "EAGLEWorker",
     "eagle_worker_v2.py": "EagleDraftWorker",
@@ -1107,30 +1254,33 @@ class TestSizingSitesUseTheContract(CustomTestCase):
                 rebuilt.append(name)
         self.assertIn("eagle_worker.py", rebuilt)
 
-    def test_eagle_workers_take_the_flag_from_the_parser(self):
-        """Every EAGLE worker checks its drafter and reads eagle_use_aux_hidden_state
-        through parse_eagle_use_aux_hidden_state; nothing sets it another way."""
+    def test_eagle_workers_start_up_through_the_parser(self):
+        """Every EAGLE worker checks its drafter before it builds the draft model, and
+        sets eagle_use_aux_hidden_state and eagle_num_aux_hidden_states from the one
+        parser; nothing in srt/speculative/ sets them another way."""
         speculative = os.path.join(sglang_srt_dir(), "speculative")
         for name in sorted(os.listdir(speculative)):
             if not name.endswith(".py"):
                 continue
-            path = os.path.join(speculative, name)
-            with open(path) as f:
+            with open(os.path.join(speculative, name)) as f:
                 tree = ast.parse(f.read())
             for node in ast.walk(tree):
-                if isinstance(node, ast.Assign) and any(
-                    isinstance(t, ast.Attribute)
-                    and t.attr == "eagle_use_aux_hidden_state"
-                    for t in node.targets
-                ):
+                if not isinstance(node, ast.Assign):
+                    continue
+                for target in node.targets:
+                    parser = (
+                        PARSED_ATTRIBUTES.get(target.attr)
+                        if isinstance(target, ast.Attribute)
+                        else None
+                    )
+                    if parser is None:
+                        continue
                     value = node.value
                     self.assertTrue(
                         isinstance(value, ast.Call)
-                        and ast.unparse(value.func)
-                        == "parse_eagle_use_aux_hidden_state",
-                        f"speculative/{name}:{node.lineno}: eagle_use_aux_hidden_state "
-                        f"= {ast.unparse(value)}; expected "
-                        "parse_eagle_use_aux_hidden_state(...)",
+                        and ast.unparse(value.func) == parser,
+                        f"speculative/{name}:{node.lineno}: {target.attr} = "
+                        f"{ast.unparse(value)}; expected {parser}(...)",
                     )
             class_name = EAGLE_WORKERS.get(name)
             if class_name is None:
@@ -1146,21 +1296,30 @@ class TestSizingSitesUseTheContract(CustomTestCase):
                     for n in cls.body
                     if isinstance(n, ast.FunctionDef) and n.name == "__init__"
                 )
-                calls = {
-                    ast.unparse(n.func)
-                    for n in ast.walk(init)
-                    if isinstance(n, ast.Call)
-                }
+                first_call = {}
+                for call in ast.walk(init):
+                    if isinstance(call, ast.Call):
+                        func = ast.unparse(call.func)
+                        first_call[func] = min(
+                            first_call.get(func, call.lineno), call.lineno
+                        )
+                where = f"speculative/{name}:{init.lineno}: {class_name}.__init__"
                 for function in (
                     "validate_eagle_draft_config",
-                    "parse_eagle_use_aux_hidden_state",
+                    *PARSED_ATTRIBUTES.values(),
                 ):
                     self.assertIn(
-                        function,
-                        calls,
-                        f"speculative/{name}:{init.lineno}: {class_name}.__init__ "
-                        f"does not call {function}",
+                        function, first_call, f"{where} does not call {function}"
                     )
+                builds = [
+                    first_call[b] for b in DRAFT_MODEL_BUILDERS if b in first_call
+                ]
+                self.assertTrue(builds, f"{where} builds no draft model")
+                self.assertLess(
+                    first_call["validate_eagle_draft_config"],
+                    min(builds),
+                    f"{where} validates the drafter after building the draft model",
+                )
 
 
 if __name__ == "__main__":
