@@ -4,6 +4,7 @@ and its JSON round-trips."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from sglang_eagle_sizing.cli import main
 
@@ -43,3 +44,34 @@ def test_report_names_a_missing_folder(capsys, tmp_path):
     assert main(["report", str(tmp_path / "nope"), str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "nope/config.json" in err
+
+
+def test_report_lists_both_pd_servers_and_marks_where_0_5_11_disagreed(capsys):
+    """STANDALONE: 0.5.11's prefill server sized the PD hidden-state buffer at the draft's width
+    and dtype, its decode server at 16 float32; both servers are listed, the decode one marked."""
+    data = Path(__file__).parent / "data"
+    draft = data / "qwen3-4b__specforge-eagle3" / "target"
+    target = data / "qwen3-30b-a3b__specforge-moe-draft-eagle3" / "target"
+    assert main(["report", str(draft), str(target), "--algorithm", "STANDALONE"]) == 0
+    out = capsys.readouterr().out
+    for kind in ("v1", "v2"):
+        rows = [line.split() for line in out.splitlines() if "Scheduler.init_disaggregation" in line and line.split()[0] == kind]
+        sides = {row[2]: row for row in rows}
+        assert set(sides) == {"(prefill", "(decode"}
+        assert sides["(prefill"][4:6] == ["2560", "bfloat16"] and sides["(prefill"][-1] == "same"
+        assert sides["(decode"][4:6] == ["2560", "bfloat16"] and sides["(decode"][-3:] == ["!", "16", "float32"]
+        assert (
+            f"! PD ({kind}): 0.5.11's two servers disagreed on the hidden-state buffer: prefill "
+            "2560 bfloat16 (5120 B per request), decode 16 float32 (64 B)"
+        ) in out
+
+
+def test_report_eagle3_pd_servers_agree_in_0_5_11_too(capsys):
+    assert main(["report", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    pd = [r for r in report["sites"] if r["site"] == "Scheduler.init_disaggregation"]
+    assert {(r["worker"], r["detail"]) for r in pd} == {
+        (kind, side) for kind in ("v1", "v1 multi-layer", "v2", "v2 multi-layer")
+        for side in ("prefill server", "decode server")
+    }
+    assert report["pd_disagreements"] == []

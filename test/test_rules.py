@@ -209,12 +209,9 @@ def test_aux_flag_inline_parse_moves_before_the_draft_model_is_built():
             self.draft_runner = self.draft_worker.model_runner
             self.eagle_use_aux_hidden_state = False
             if self.speculative_algorithm.is_eagle3():
-                eagle_config = getattr(
-                    self.draft_runner.model_config.hf_config, "eagle_config", {}
-                )
-                self.eagle_use_aux_hidden_state = eagle_config.get(
-                    "use_aux_hidden_state", True
-                )
+                hf_config = self.draft_runner.model_config.hf_config
+                eagle_config = getattr(hf_config, "eagle_config", {})
+                self.eagle_use_aux_hidden_state = eagle_config.get("use_aux_hidden_state", True)
             self.init_cuda_graphs()
     """
     after, findings = rewrite("speculative/eagle_worker_v2.py", before, AuxFlagRule)
@@ -302,12 +299,12 @@ def test_pd_metadata_buffers_get_one_condition_and_the_contract():
     class Scheduler:
         def init_disaggregation(self):
             if self.disaggregation_mode == DisaggregationMode.DECODE:
-                self.disagg_metadata_buffers = MetadataBuffers(
-                    buffer_size,
+                self.buffers = MetadataBuffers(
+                    rows,
                     hidden_size=(
                         model_config.spec_hidden_size
                         if self.spec_algorithm.is_eagle()
-                        else 16  # minimal padding size for RDMA
+                        else 16  # padding
                     ),
                     hidden_states_dtype=(
                         model_config.dtype
@@ -316,13 +313,13 @@ def test_pd_metadata_buffers_get_one_condition_and_the_contract():
                     ),
                 )
             elif self.disaggregation_mode == DisaggregationMode.PREFILL:
-                self.disagg_metadata_buffers = MetadataBuffers(
-                    buffer_size,
+                self.buffers = MetadataBuffers(
+                    rows,
                     hidden_size=(
                         model_config.spec_hidden_size
                         if self.spec_algorithm.is_eagle()
                         or self.spec_algorithm.is_standalone()
-                        else 16  # minimal padding size for RDMA
+                        else 16  # padding
                     ),
                     hidden_states_dtype=(
                         model_config.dtype
@@ -334,13 +331,13 @@ def test_pd_metadata_buffers_get_one_condition_and_the_contract():
     """
     after, findings = rewrite("managers/scheduler.py", before, MetadataBufferRule)
     side = """
-                self.disagg_metadata_buffers = MetadataBuffers(
-                    buffer_size,
+                self.buffers = MetadataBuffers(
+                    rows,
                     hidden_size=(
                         EagleDraftInput.hidden_size_for(self.draft_worker)
                         if self.spec_algorithm.is_eagle()
                         or self.spec_algorithm.is_standalone()
-                        else 16  # minimal padding size for RDMA
+                        else 16  # padding
                     ),
                     hidden_states_dtype=(
                         EagleDraftInput.dtype_for(self.draft_worker)
@@ -369,8 +366,8 @@ def test_pd_metadata_buffer_with_the_contract_but_its_own_condition_is_not_route
     before = """
     class Scheduler:
         def init_disaggregation(self):
-            self.disagg_metadata_buffers = MetadataBuffers(
-                buffer_size,
+            self.buffers = MetadataBuffers(
+                rows,
                 hidden_size=(
                     EagleDraftInput.hidden_size_for(self.draft_worker)
                     if self.spec_algorithm.is_eagle()
