@@ -3,7 +3,8 @@
 Everything that names SGLang's code is generated: the sites from ``sites.SITES`` joined with
 the findings the rules make on the tree (the same findings ``check`` lists: each rule's report
 on the original file), the diff from the same rewrite ``diff`` prints. The contract table and
-the choices come from ``docs/design.md``, and "how it was tested" from the docstrings of
+the choices come from ``docs/design.md``, and "how it was tested" from the registrations of
+the test files the patch adds to SGLang (``inserted_tests/``) and the docstrings of
 ``test/test_*.py``, so ``pr`` runs from a source checkout of this project (or an editable
 install). Nothing is written to the tree.
 """
@@ -199,6 +200,49 @@ def test_summaries() -> list[tuple[str, str]]:
     return summaries
 
 
+#: The test files the patch adds to SGLang, at their paths in a checkout.
+INSERTED_TESTS = Path(__file__).resolve().parent / "inserted_tests"
+#: SGLang's CI registration call -> what the suite runs on.
+SUITE_HARDWARE = {"register_cpu_ci": "CPU", "register_cuda_ci": "CUDA"}
+
+
+def added_tests() -> list[str]:
+    """One line per test file the PR adds to SGLang: its path, the suite it is registered
+    in (read from its ``register_*_ci`` call) and whether it was run here."""
+    files = sorted(INSERTED_TESTS.rglob("*.py"))
+    if not files:
+        raise PrError(f"{INSERTED_TESTS}: no test files to add to SGLang")
+    lines = []
+    for path in files:
+        module = ast.parse(path.read_text(encoding="utf-8"))
+        suites = [
+            (SUITE_HARDWARE.get(node.value.func.id, node.value.func.id), keyword.value.value)
+            for node in module.body
+            if isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+            and node.value.func.id.startswith("register_")
+            for keyword in node.value.keywords
+            if keyword.arg == "suite" and isinstance(keyword.value, ast.Constant)
+        ]
+        if not suites:
+            raise PrError(f"{path}: not registered in an SGLang CI suite")
+        where = ", ".join(f"{hardware} suite `{suite}`" for hardware, suite in suites)
+        if all(hardware == "CPU" for hardware, _ in suites):
+            ran = (
+                "run here with `python3` on the patched tree, and shown to fail on "
+                "every mutant of it (one site put back to 0.5.11, or one rule broken)"
+            )
+        else:
+            ran = (
+                "**not run here** (no GPU); its imports, registration and server "
+                "arguments were checked"
+            )
+        relative = path.relative_to(INSERTED_TESTS).as_posix()
+        lines.append(f"- `{relative}` ({where}): {ran}.")
+    return lines
+
+
 # -- the sites ---------------------------------------------------------------------------
 
 
@@ -328,7 +372,9 @@ def pull_request(report: TreeReport) -> str:
         ["## The contract", ""] + contract_table(),
         sites_section(changes, other_changes(report.findings)),
         behaviour_section(changes),
-        ["## How it was tested", ""]
+        ["## How it was tested", "", "Tests this PR adds to SGLang:", ""]
+        + added_tests()
+        + ["", "The refactor's own test suite (sglang-eagle-sizing):", ""]
         + [f"- `{name}`: {summary}" for name, summary in test_summaries()],
         ["## The diff", ""],
     ]

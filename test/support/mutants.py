@@ -1,0 +1,664 @@
+"""Mutants of the patched SGLang tree, for showing that the fork's CPU test has teeth.
+
+Test infrastructure, not product. Two families, each mutant one changed file:
+
+- **site** mutants: for each site of ``sites.SITES`` and each of its occurrences, the patched
+  tree with that one sizing call (idle input, buffer allocation, ``MetadataBuffers``) replaced
+  by the call 0.5.11 has there, taken from the pristine tree. Calls are found with ``ast`` (by
+  kind, inside the site's ``Class.method``) and spliced by their source positions.
+- **rule** mutants: the patched tree with one rule of the contract broken, in the function the
+  patch inserted, found by its name: a body replaced by a plausible wrong rule, one operand or
+  branch dropped, or one refusal (``raise``) disabled. A named function or shape that is not
+  found raises ``MutantError``: the table cannot silently lose a mutant.
+
+A mutant tree is a forest of symlinks to the patched tree, with real folders only along the
+path of the changed file, so building one costs nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sglang_eagle_sizing import inserted
+from sglang_eagle_sizing.sites import SITES, Kind, Site
+
+CONTRACT = "speculative/eagle_info.py"
+INSERTED_HELPERS = frozenset(
+    node.name
+    for node in ast.parse(inserted.HELPERS).body
+    if isinstance(node, ast.FunctionDef)
+)
+
+
+class MutantError(Exception):
+    """A mutant could not be built: the tree no longer has the shape it targets."""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    #: short unique name, used in the table
+    name: str
+    #: "site" or "rule"
+    family: str
+    #: what the mutant does, one line
+    description: str
+    #: the changed file, relative to srt/
+    file: str
+    text: str
+
+
+# -- finding things with ast ------------------------------------------------------------------
+
+
+def _function(module: ast.Module, qualified: str) -> ast.FunctionDef:
+    """``Class.method`` or a module-level ``function``."""
+    parts = qualified.split(".")
+    body = module.body
+    node = None
+    for part in parts:
+        node = next(
+            (
+                n
+                for n in body
+                if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == part
+            ),
+            None,
+        )
+        if node is None:
+            raise MutantError(f"no {qualified} (missing {part})")
+        body = node.body
+    if not isinstance(node, ast.FunctionDef):
+        raise MutantError(f"{qualified} is not a function")
+    return node
+
+
+def _mentions_hidden_width(node: ast.AST) -> bool:
+    return any(
+        (isinstance(n, ast.Attribute) and "hidden_size" in n.attr)
+        or (isinstance(n, ast.Name) and "hidden_size" in n.id)
+        for n in ast.walk(node)
+    )
+
+
+def _is_sizing_call(node: ast.AST, kind: Kind) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    keywords = {k.arg for k in node.keywords}
+    func = node.func
+    if kind in (Kind.IDLE_INPUT, Kind.DETACHED_IDLE_INPUT):
+        return (
+            isinstance(func, ast.Attribute)
+            and func.attr == "create_idle_input"
+            and "hidden_size" in keywords
+        )
+    if kind is Kind.BUFFER:
+        return (
+            isinstance(func, ast.Attribute)
+            and ast.unparse(func.value) == "torch"
+            and func.attr in ("zeros", "empty", "ones", "full")
+            and bool(node.args)
+            and isinstance(node.args[0], ast.Tuple)
+            and bool(node.args[0].elts)
+            and _mentions_hidden_width(node.args[0].elts[-1])
+        )
+    if kind is Kind.METADATA_BUFFER:
+        return ast.unparse(func) == "MetadataBuffers" and "hidden_size" in keywords
+    raise AssertionError(kind)
+
+
+def sizing_calls(text: str, site: Site) -> list[ast.Call]:
+    """The sizing calls of ``site`` in a file's text, in source order."""
+    function = _function(ast.parse(text), site.scope)
+    calls = [n for n in ast.walk(function) if _is_sizing_call(n, site.kind)]
+    return sorted(calls, key=lambda n: (n.lineno, n.col_offset))
+
+
+# -- splicing text by ast positions -------------------------------------------------------------
+
+
+def _offsets(text: str) -> list[int]:
+    starts, position = [], 0
+    for line in text.splitlines(keepends=True):
+        starts.append(position)
+        position += len(line)
+    return starts
+
+
+def _span(text: str, node: ast.AST) -> tuple[int, int]:
+    """Character offsets of a node (ast columns are UTF-8 byte offsets)."""
+    starts = _offsets(text)
+    lines = text.splitlines(keepends=True)
+
+    def offset(line: int, column: int) -> int:
+        return starts[line - 1] + len(
+            lines[line - 1].encode("utf-8")[:column].decode("utf-8")
+        )
+
+    return offset(node.lineno, node.col_offset), offset(
+        node.end_lineno, node.end_col_offset
+    )
+
+
+def _source(text: str, node: ast.AST) -> str:
+    start, end = _span(text, node)
+    return text[start:end]
+
+
+def _replace(text: str, node: ast.AST, new: str) -> str:
+    start, end = _span(text, node)
+    return text[:start] + new + text[end:]
+
+
+def _replace_statements(text: str, statements: list[ast.stmt], new: str) -> str:
+    """Replace whole lines of ``statements`` (contiguous) with ``new``, re-indented."""
+    first, last = statements[0], statements[-1]
+    lines = text.splitlines(keepends=True)
+    indent = " " * first.col_offset
+    body = textwrap.indent(textwrap.dedent(new).strip("\n") + "\n", indent)
+    return "".join(lines[: first.lineno - 1]) + body + "".join(lines[last.end_lineno :])
+
+
+def _body_without_docstring(function: ast.FunctionDef) -> list[ast.stmt]:
+    body = function.body
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        body = body[1:]
+    if not body:
+        raise MutantError(f"{function.name} has no statements")
+    return body
+
+
+def _checked(text: str, name: str) -> str:
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:
+        raise MutantError(f"{name}: the mutant does not parse ({exc})") from None
+    return text
+
+
+# -- site mutants ----------------------------------------------------------------------------
+
+
+def site_mutants(pristine_srt: Path, patched_srt: Path) -> list[Mutant]:
+    """For each site and occurrence: that call put back to 0.5.11's."""
+    mutants = []
+    for site in SITES:
+        pristine_text = (pristine_srt / site.file).read_text()
+        patched_text = (patched_srt / site.file).read_text()
+        old = sizing_calls(pristine_text, site)
+        new = sizing_calls(patched_text, site)
+        if not old or not new:
+            raise MutantError(
+                f"{site.file} {site.scope}: {len(old)} sizing call(s) in 0.5.11, "
+                f"{len(new)} in the patched tree"
+            )
+        if len(old) == len(new):
+            pairs = list(zip(old, new))
+        elif len(new) == 1:  # two 0.5.11 branches became one routed call
+            pairs = [(call, new[0]) for call in old]
+        else:
+            raise MutantError(
+                f"{site.file} {site.scope}: cannot pair {len(old)} 0.5.11 sizing "
+                f"calls with {len(new)} patched ones"
+            )
+        for index, (old_call, new_call) in enumerate(pairs, 1):
+            suffix = f" #{index}" if len(pairs) > 1 else ""
+            name = f"site {site.scope}{suffix}"
+            text = _replace(patched_text, new_call, _source(pristine_text, old_call))
+            width = " ".join(_source(pristine_text, _width(old_call, site.kind)).split())
+            mutants.append(
+                Mutant(
+                    name=name,
+                    family="site",
+                    description=f"{site.file}:{old_call.lineno} back to 0.5.11's "
+                    f"width `{_shorten(width)}`",
+                    file=site.file,
+                    text=_checked(text, name),
+                )
+            )
+    return mutants
+
+
+def _width(call: ast.Call, kind: Kind) -> ast.AST:
+    if kind is Kind.BUFFER:
+        return call.args[0].elts[-1]
+    return next(k.value for k in call.keywords if k.arg == "hidden_size")
+
+
+def _shorten(expression: str, limit: int = 100) -> str:
+    expression = expression.replace("( ", "(").replace(" )", ")")
+    return expression if len(expression) <= limit else expression[: limit - 3] + "..."
+
+
+# -- rule mutants ----------------------------------------------------------------------------
+
+
+def _with_body(text: str, qualified: str, body: str) -> str:
+    function = _function(ast.parse(text), qualified)
+    return _replace_statements(text, _body_without_docstring(function), body)
+
+
+def _drop_condition_operand(text: str, qualified: str, attribute: str) -> str:
+    """In ``qualified``, drop the ``and`` operand that reads ``<x>.<attribute>``."""
+    function = _function(ast.parse(text), qualified)
+    for node in ast.walk(function):
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+            kept = [
+                v
+                for v in node.values
+                if not any(
+                    isinstance(n, ast.Attribute) and n.attr == attribute
+                    for n in ast.walk(v)
+                )
+            ]
+            if len(kept) < len(node.values):
+                new = " and ".join(_source(text, v) for v in kept)
+                return _replace(text, node, f"({new})")
+    raise MutantError(f"{qualified}: no condition reads .{attribute}")
+
+
+def _if_reading(function: ast.FunctionDef, attribute: str) -> ast.If:
+    for node in ast.walk(function):
+        if isinstance(node, ast.If) and any(
+            (isinstance(n, ast.Attribute) and n.attr == attribute)
+            for n in ast.walk(node.test)
+        ):
+            return node
+    raise MutantError(f"{function.name}: no if reads .{attribute}")
+
+
+def _replace_branch(text: str, qualified: str, attribute: str, body: str) -> str:
+    """Replace the body of the ``if`` (in ``qualified``) whose test reads ``attribute``."""
+    branch = _if_reading(_function(ast.parse(text), qualified), attribute)
+    return _replace_statements(text, branch.body, body)
+
+
+def _drop_branch(text: str, qualified: str, attribute: str) -> str:
+    """Remove the ``if`` (in ``qualified``) whose test reads ``attribute``."""
+    branch = _if_reading(_function(ast.parse(text), qualified), attribute)
+    if branch.orelse:
+        raise MutantError(f"{qualified}: the if on .{attribute} has an else")
+    return _replace_statements(text, [branch], "pass")
+
+
+def _replace_last_return(text: str, qualified: str, expression: str) -> str:
+    function = _function(ast.parse(text), qualified)
+    last = _body_without_docstring(function)[-1]
+    if not isinstance(last, ast.Return):
+        raise MutantError(f"{qualified} does not end with a return")
+    return _replace_statements(text, [last], f"return {expression}")
+
+
+def _raises(text: str) -> list[tuple[str, ast.Raise]]:
+    """Every ``raise`` of the functions the patch inserted at module level (by name: the
+    helpers), with the function that holds it."""
+    module = ast.parse(text)
+    found = []
+    for node in module.body:
+        if isinstance(node, ast.FunctionDef) and _is_inserted_helper(node.name):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Raise):
+                    found.append((node.name, inner))
+    return sorted(found, key=lambda item: item[1].lineno)
+
+
+def _is_inserted_helper(name: str) -> bool:
+    """A module-level function the patch inserts into eagle_info.py (``inserted.HELPERS``)."""
+    return name in INSERTED_HELPERS
+
+
+def _refused_key(text: str, node: ast.Raise) -> str:
+    """The key a refusal names (the first string constant of the raise that looks like
+    one); else what it expects (the first string constant with a space)."""
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Constant) and isinstance(inner.value, str):
+            match = re.fullmatch(r"[a-z][a-z_.]*", inner.value)
+            if match and ("_" in inner.value or "." in inner.value):
+                return inner.value
+        if isinstance(inner, ast.JoinedStr):
+            for part in inner.values:
+                if isinstance(part, ast.Constant):
+                    match = re.search(r"Invalid ([a-z_.]+)=", part.value)
+                    if match:
+                        return match.group(1)
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Constant) and isinstance(inner.value, str):
+            if " " in inner.value.strip():
+                return "expected " + inner.value.strip().rstrip(":,.")
+    return ""
+
+
+#: (name, description, how to build it from the patched eagle_info.py text)
+RULE_MUTATIONS = [
+    (
+        "decode width: the target's",
+        "EagleDraftInput.hidden_size_for returns the target's spec_hidden_size",
+        lambda t: _with_body(
+            t,
+            "EagleDraftInput.hidden_size_for",
+            "return worker.target_worker.model_config.spec_hidden_size",
+        ),
+    ),
+    (
+        "decode width: hidden_size",
+        "EagleDraftInput.hidden_size_for returns the draft's hidden_size, not spec_hidden_size",
+        lambda t: _with_body(
+            t,
+            "EagleDraftInput.hidden_size_for",
+            "return get_draft_runner(worker).model_config.hidden_size",
+        ),
+    ),
+    (
+        "decode dtype: the target's",
+        "EagleDraftInput.dtype_for returns the target's dtype",
+        lambda t: _with_body(
+            t,
+            "EagleDraftInput.dtype_for",
+            "return worker.target_worker.model_config.dtype",
+        ),
+    ),
+    (
+        "extend width: 0.5.11's v1 rule",
+        (
+            "EagleDraftExtendInput.hidden_size_for: draft hidden_size * 3 with aux, "
+            "else the draft's spec_hidden_size"
+        ),
+        lambda t: _with_body(
+            t,
+            "EagleDraftExtendInput.hidden_size_for",
+            """
+            model_config = get_draft_runner(worker).model_config
+            if (
+                worker.speculative_algorithm.is_eagle3()
+                and worker.eagle_use_aux_hidden_state
+            ):
+                return model_config.hidden_size * 3
+            return model_config.spec_hidden_size
+            """,
+        ),
+    ),
+    (
+        "extend width: aux flag ignored",
+        "EagleDraftExtendInput.hidden_size_for widens every EAGLE-3 drafter",
+        lambda t: _drop_condition_operand(
+            t, "EagleDraftExtendInput.hidden_size_for", "eagle_use_aux_hidden_state"
+        ),
+    ),
+    (
+        "extend width: always 3 aux layers",
+        (
+            "EagleDraftExtendInput.hidden_size_for: 3 x target hidden_size, whatever "
+            "the drafter's layer ids"
+        ),
+        lambda t: _replace_branch(
+            t,
+            "EagleDraftExtendInput.hidden_size_for",
+            "eagle_use_aux_hidden_state",
+            "return 3 * worker.target_worker.model_config.hidden_size",
+        ),
+    ),
+    (
+        "extend width: no STANDALONE case",
+        "EagleDraftExtendInput.hidden_size_for gives STANDALONE the target's width",
+        lambda t: _drop_branch(
+            t, "EagleDraftExtendInput.hidden_size_for", "is_standalone"
+        ),
+    ),
+    (
+        "extend width: hidden_size",
+        (
+            "EagleDraftExtendInput.hidden_size_for without aux: the target's "
+            "hidden_size, not spec_hidden_size"
+        ),
+        lambda t: _replace_last_return(
+            t,
+            "EagleDraftExtendInput.hidden_size_for",
+            "worker.target_worker.model_config.hidden_size",
+        ),
+    ),
+    (
+        "extend dtype: the target's",
+        "EagleDraftExtendInput.dtype_for returns the target's dtype",
+        lambda t: _with_body(
+            t,
+            "EagleDraftExtendInput.dtype_for",
+            "return worker.target_worker.model_config.dtype",
+        ),
+    ),
+    (
+        "flag parser: drafter's flag ignored",
+        "parse_eagle_use_aux_hidden_state is true for every EAGLE-3 drafter",
+        lambda t: _with_body(
+            t,
+            "parse_eagle_use_aux_hidden_state",
+            "return speculative_algorithm.is_eagle3()",
+        ),
+    ),
+    (
+        "flag parser: true for every algorithm",
+        "parse_eagle_use_aux_hidden_state reads eagle_config for EAGLE and STANDALONE too",
+        lambda t: _with_body(
+            t,
+            "parse_eagle_use_aux_hidden_state",
+            """
+            eagle_config = getattr(draft_hf_config, "eagle_config", None) or {}
+            if isinstance(eagle_config, dict):
+                return eagle_config.get("use_aux_hidden_state", True)
+            return getattr(eagle_config, "use_aux_hidden_state", True)
+            """,
+        ),
+    ),
+    (
+        "layer-id parser: ids ignored",
+        "get_eagle_aux_hidden_state_layer_ids returns None (the target's default layers)",
+        lambda t: _with_body(t, "get_eagle_aux_hidden_state_layer_ids", "return None"),
+    ),
+    (
+        "layer-id parser: always 3",
+        "get_eagle_num_aux_hidden_states returns 3 whatever the drafter declares",
+        lambda t: _with_body(t, "get_eagle_num_aux_hidden_states", "return 3"),
+    ),
+    (
+        "runner resolution: model_runner only",
+        "get_draft_runner returns worker.model_runner (v2 draft workers have none)",
+        lambda t: _with_body(t, "get_draft_runner", "return worker.model_runner"),
+    ),
+]
+
+
+def rule_mutants(patched_srt: Path) -> list[Mutant]:
+    text = (patched_srt / CONTRACT).read_text()
+    mutants = []
+    for name, description, build in RULE_MUTATIONS:
+        mutants.append(
+            Mutant(
+                name=f"rule {name}",
+                family="rule",
+                description=description,
+                file=CONTRACT,
+                text=_checked(build(text), name),
+            )
+        )
+    raises = _raises(text)
+    if not raises:
+        raise MutantError(f"{CONTRACT}: no refusal in the inserted helpers")
+    seen: dict[str, int] = {}
+    for function, node in raises:
+        key = _refused_key(text, node)
+        label = f"{function} ({key})" if key else function
+        seen[label] = seen.get(label, 0) + 1
+        name = f"rule refusal off: {label}"
+        if seen[label] > 1:
+            name += f" #{seen[label]}"
+        mutants.append(
+            Mutant(
+                name=name,
+                family="rule",
+                description=f"{CONTRACT}:{node.lineno}: the raise in {function} "
+                "becomes pass",
+                file=CONTRACT,
+                text=_checked(_replace_statements(text, [node], "pass"), name),
+            )
+        )
+    return mutants
+
+
+#: The EAGLE workers whose __init__ checks the drafter and parses it (issue 11's start-up).
+START_UP_WORKERS = {
+    "speculative/eagle_worker.py": "EAGLEWorker",
+    "speculative/eagle_worker_v2.py": "EagleDraftWorker",
+    "speculative/multi_layer_eagle_worker.py": "MultiLayerEagleWorker",
+    "speculative/multi_layer_eagle_worker_v2.py": "MultiLayerEagleDraftWorker",
+}
+
+
+def start_up_mutants(pristine_srt: Path, patched_srt: Path) -> list[Mutant]:
+    """For each EAGLE worker: its ``__init__`` put back to 0.5.11's (no validation, the
+    flag parsed inline or not at all)."""
+    mutants = []
+    for file, class_name in START_UP_WORKERS.items():
+        pristine_text = (pristine_srt / file).read_text()
+        patched_text = (patched_srt / file).read_text()
+        old = _function(ast.parse(pristine_text), f"{class_name}.__init__")
+        new = _function(ast.parse(patched_text), f"{class_name}.__init__")
+        old_source = "".join(
+            pristine_text.splitlines(keepends=True)[old.lineno - 1 : old.end_lineno]
+        )
+        text = _replace_statements(patched_text, [new], old_source)
+        name = f"rule start-up: {class_name}.__init__ as in 0.5.11"
+        mutants.append(
+            Mutant(
+                name=name,
+                family="rule",
+                description=f"{file}: {class_name}.__init__ back to 0.5.11's: the "
+                "drafter is not validated, the flag not parsed by the one parser",
+                file=file,
+                text=_checked(text, name),
+            )
+        )
+    return mutants
+
+
+def all_mutants(pristine_srt: Path, patched_srt: Path) -> list[Mutant]:
+    mutants = (
+        site_mutants(pristine_srt, patched_srt)
+        + rule_mutants(patched_srt)
+        + start_up_mutants(pristine_srt, patched_srt)
+    )
+    names = [m.name for m in mutants]
+    duplicates = {n for n in names if names.count(n) > 1}
+    if duplicates:
+        raise MutantError(f"mutant names are not unique: {sorted(duplicates)}")
+    return mutants
+
+
+# -- mutant trees ----------------------------------------------------------------------------
+
+
+def mutant_root(patched_root: Path, mutant: Mutant, folder: Path) -> Path:
+    """A folder holding ``sglang/``: symlinks to ``patched_root/sglang`` except along the
+    mutated file's path, where the folders are real and the file is the mutant's."""
+    parts = ("sglang", "srt", *mutant.file.split("/"))
+    source, target = patched_root, folder
+    target.mkdir(parents=True)
+    for depth, part in enumerate(parts):
+        source, target = source / part, target / part
+        if depth == len(parts) - 1:
+            target.write_text(mutant.text)
+            break
+        target.mkdir()
+        for entry in os.listdir(source):
+            if entry != parts[depth + 1]:
+                os.symlink(source / entry, target / entry)
+    return folder
+
+
+# -- running the fork's test file --------------------------------------------------------------
+
+FAILED_TEST = re.compile(r"^(?:FAIL|ERROR): (\w+) \((?:[\w.]+\.)?(\w+)\.\w+\)", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Run:
+    returncode: int
+    #: ``Class.test`` of every failed or erroring test; the import when the file did not load
+    failed: tuple[str, ...]
+    seconds: float
+    output: str
+
+    @property
+    def tests_ran(self) -> int:
+        match = re.search(r"^Ran (\d+) tests? in", self.output, re.MULTILINE)
+        return int(match.group(1)) if match else 0
+
+
+def run_test_file(root: Path, test_file: Path, timeout: int = 600) -> Run:
+    """``python3 <test_file>`` with ``root`` (holding ``sglang/``) first on the path, as
+    SGLang's CI runs a registered test; no libcuda, no network."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH")}
+    env.update(PYTHONPATH=str(root), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    start = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, str(test_file)],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    seconds = time.monotonic() - start
+    output = result.stdout + result.stderr
+    failed = tuple(
+        dict.fromkeys(f"{cls}.{test}" for test, cls in FAILED_TEST.findall(output))
+    )
+    if result.returncode != 0 and not failed:
+        failed = ("(the file does not load)",)
+    return Run(result.returncode, failed, seconds, output)
+
+
+# -- the table in docs/fork-tests.md ----------------------------------------------------------
+
+TABLE_START = "<!-- mutation table: generated by test/test_fork_tests.py -->"
+TABLE_END = "<!-- end of mutation table -->"
+
+
+def mutation_table(results: list[tuple[Mutant, Run]]) -> str:
+    """Markdown: every mutant, what it changes, and the tests of the fork's CPU file that
+    failed on it (the method names; a class name where the methods share it)."""
+    lines = [
+        TABLE_START,
+        "",
+        "| mutant | what it changes | killed by (CPU test) |",
+        "| --- | --- | --- |",
+    ]
+    for mutant, run in results:
+        killers = ", ".join(f"`{name.split('.')[-1]}`" for name in sorted(run.failed))
+        cells = [
+            f"`{mutant.name}`",
+            mutant.description.replace("|", "\\|"),
+            killers or "**survived**",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", TABLE_END]
+    return "\n".join(lines) + "\n"
+
+
+def with_table(document: str, table: str) -> str:
+    """``document`` with the text between the table markers (inclusive) replaced."""
+    start, end = document.find(TABLE_START), document.find(TABLE_END)
+    if start < 0 or end < 0:
+        raise MutantError("docs/fork-tests.md has no mutation table markers")
+    return document[:start] + table + document[end + len(TABLE_END) + 1 :]
