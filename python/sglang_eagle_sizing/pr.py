@@ -212,7 +212,7 @@ def added_tests() -> list[str]:
     files = sorted(INSERTED_TESTS.rglob("*.py"))
     if not files:
         raise PrError(f"{INSERTED_TESTS}: no test files to add to SGLang")
-    lines = []
+    lines = []  # (run here, line): the CPU tests first
     for path in files:
         module = ast.parse(path.read_text(encoding="utf-8"))
         suites = [
@@ -228,10 +228,12 @@ def added_tests() -> list[str]:
         if not suites:
             raise PrError(f"{path}: not registered in an SGLang CI suite")
         where = ", ".join(f"{hardware} suite `{suite}`" for hardware, suite in suites)
-        if all(hardware == "CPU" for hardware, _ in suites):
+        run_here = all(hardware == "CPU" for hardware, _ in suites)
+        if run_here:
             ran = (
                 "run here with `python3` on the patched tree, and shown to fail on "
-                "every mutant of it (one site put back to 0.5.11, or one rule broken)"
+                "every mutant of it (one site put back to 0.5.11, or one rule broken; "
+                "the table is sglang-eagle-sizing's docs/fork-tests.md)"
             )
         else:
             ran = (
@@ -239,8 +241,8 @@ def added_tests() -> list[str]:
                 "arguments were checked"
             )
         relative = path.relative_to(INSERTED_TESTS).as_posix()
-        lines.append(f"- `{relative}` ({where}): {ran}.")
-    return lines
+        lines.append((not run_here, f"- `{relative}` ({where}): {ran}."))
+    return [line for _, line in sorted(lines)]
 
 
 # -- the sites ---------------------------------------------------------------------------

@@ -5,7 +5,8 @@ worker (``--disable-overlap-schedule``) and with the v2 worker (overlap schedule
 graphs on, and drives the paths whose hidden-state sizes come from
 ``EagleDraftInput``/``EagleDraftExtendInput.hidden_size_for``: the draft and draft-extend
 CUDA graphs, and batches whose requests all finish at their first verify, after which the
-draft-extend step runs on an idle input (``max_new_tokens=1``). One server cannot produce
+draft-extend step runs on an idle input (``max_new_tokens=2``: prefill gives the first
+token, the first verify at least one more). One server cannot produce
 the idle batches of DP attention; those idle inputs are covered by the CPU unit test
 ``test/registered/unit/speculative/test_eagle_hidden_sizing.py``.
 
@@ -168,13 +169,14 @@ class EagleHiddenSizingServerMixin(SpecDecodingMixin):
         self.assert_server_healthy()
 
     def test_b_batches_that_finish_at_the_first_verify(self):
-        """Every request stops after one token: verify finishes the whole batch, and
-        the draft-extend step that follows runs on an idle input."""
+        """Prefill gives each request its first token and the first verify at least
+        its second: verify finishes the whole batch, and the draft-extend step that
+        follows runs on an idle input."""
         prompts = [f"Count from {i} to {i + 5}:" for i in range(MAX_RUNNING_REQUESTS)]
         for _ in range(3):
-            outs = self.generate_concurrently([(p, 1) for p in prompts])
+            outs = self.generate_concurrently([(p, 2) for p in prompts])
             for out in outs:
-                self.assertEqual(out["meta_info"]["completion_tokens"], 1)
+                self.assertEqual(out["meta_info"]["completion_tokens"], 2)
         self.assert_server_healthy()
 
     def test_c_batches_where_some_requests_finish(self):
