@@ -40,7 +40,10 @@ GPU_ONLY: dict[str, str] = {}
 
 
 def test_inserted_tests_are_the_two_files():
-    files = sorted(p.relative_to(INSERTED).as_posix() for p in INSERTED.rglob("*") if p.is_file())
+    """apply adds exactly these two files to a checkout (the folder's README.md is not one)."""
+    from sglang_eagle_sizing.patch import inserted_test_files
+
+    files = sorted(inserted_test_files())
     assert files == sorted(p.relative_to(INSERTED).as_posix() for p in (CPU_TEST, GPU_TEST))
 
 
