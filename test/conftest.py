@@ -4,6 +4,9 @@ libcuda stub that lets SGLang's worker modules import on a machine without a GPU
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import json
 import os
 import shutil
@@ -178,3 +181,19 @@ def probe_json(result: subprocess.CompletedProcess) -> dict:
         if line.startswith("PROBE-JSON "):
             return json.loads(line[len("PROBE-JSON "):])
     raise AssertionError(f"no probe output; stderr:\n{result.stderr[-4000:]}")
+
+
+def run_cli(*args: str) -> tuple[int, str, str]:
+    """``sglang-eagle-sizing ARGS`` in this process: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli_main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }

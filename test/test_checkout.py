@@ -9,24 +9,15 @@ an installed package folder gets none of them.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import shutil
 import subprocess
 from pathlib import Path
 
 from conftest import FORK_OWN_TEST, git, git_status
+from conftest import run_cli as run
 from sglang_eagle_sizing import patch, transaction
-from sglang_eagle_sizing.cli import main
 from sglang_eagle_sizing.sites import SITE_FILES
 from sglang_eagle_sizing.tree import SglangTree
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return code, out.getvalue(), err.getvalue()
 
 
 def files(root: Path) -> dict[str, bytes]:

@@ -4,19 +4,12 @@ from __future__ import annotations
 
 import filecmp
 import re
-import hashlib
-from pathlib import Path
+from conftest import tree_digest
 
 from sglang_eagle_sizing.cli import main
 from sglang_eagle_sizing.sites import AUX_FLAG_WORKERS, SITES
 
 
-def tree_digest(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
 
 
 def test_check_on_pristine_lists_every_inventory_site(pristine, capsys, monkeypatch):

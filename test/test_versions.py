@@ -10,36 +10,20 @@ Only the files the rules read and the version files are unpacked from each wheel
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import io
 import shutil
 import zipfile
 from pathlib import Path
 
 import pytest
 from conftest import git, git_status, make_checkout
-from sglang_eagle_sizing.cli import main
+from conftest import run_cli as run
+from conftest import tree_digest as digest
 from sglang_eagle_sizing.sites import SITE_FILES
 from sglang_eagle_sizing.tree import SglangTree, TreeError, TreeVersion
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
 ALLOW = "--allow-untested-version"
 
-
-def run(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return code, out.getvalue(), err.getvalue()
-
-
-def digest(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
 
 
 def _needed(name: str) -> bool:
