@@ -1,13 +1,15 @@
 """Idle ranks under DP attention: every idle input the workers build can initialise the real
-Triton attention backend's metadata for a padded idle batch, on the CPU; 0.5.11's cannot.
+Triton attention backend's metadata for a padded idle batch, and FlashInfer's decode path up to
+its planner, on the CPU; 0.5.11's cannot.
 
 Runs test/support/idle_attention_probe.py once in the pristine 0.5.11 tree and once in the
 patched tree, side by side (each imports the worker modules: ~20 s of CPU). The probe builds
 each idle input through the worker's own method, pads the idle rank's batch with SGLang's own
 ``prepare_mlp_sync_batch`` (the busy rank holds 1 or 3 requests; SGLang picks MAX_LEN padding,
 so the idle rank runs a batch of 1 or 3 rows) and runs the real ``ModelRunner.forward_idle``,
-which re-initialises ``TritonAttnBackend``'s metadata from the idle input. Stand-ins (process
-groups, pinned memory, the model, worker objects) are listed in the probe's docstring. No CUDA
+which re-initialises ``TritonAttnBackend``'s metadata from the idle input, then FlashInfer's
+``init_forward_metadata`` on the same batch. Stand-ins (process groups, pinned memory, the
+model, FlashInfer's planner, worker objects) are listed in the probe's docstring. No CUDA
 kernel or graph runs here; with CUDA graphs on, a padded idle batch replays a graph instead.
 """
 
@@ -78,6 +80,11 @@ def test_padded_idle_batch_initialises_triton_metadata(probes, kind):
         }
         # forward_idle went on to the model with the padded tokens
         assert run["model_calls"] == [run["busy_requests"] * run["num_tokens_per_req"]]
+        # FlashInfer's decode path plans zero rows, its CPU index pointer agreeing
+        assert run["flashinfer"] == "ok"
+        assert run["flashinfer_plans"] == [
+            {"kv_indptr": [0], "kv_indices": 0, "last_page_len_rows": 0, "indptr_cpu": [0]}
+        ]
 
 
 @pytest.mark.parametrize("kind", PRISTINE_ERRORS)
@@ -91,6 +98,8 @@ def test_0_5_11_idle_input_fails_on_the_same_padded_batch(probes, kind):
         assert pristine_run["error"] == PRISTINE_ERRORS[kind]
         assert pristine_run["where"] == "layers/attention/triton_backend.py"
         assert pristine_run["model_calls"] == []
+        assert pristine_run["flashinfer"] == PRISTINE_ERRORS[kind]
+        assert pristine_run["flashinfer_where"] == "layers/attention/flashinfer_backend.py"
 
 
 def test_0_5_11_verify_idle_input_needs_cuda_and_multi_layer_v1_does_not_import(probes):

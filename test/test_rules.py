@@ -574,3 +574,38 @@ def test_verify_idle_input_callers_pass_their_device():
     after, findings = rewrite("speculative/eagle_worker.py", unknown, IdleAttentionRule)
     assert after == textwrap.dedent(unknown)
     assert [(f.scope, f.status) for f in findings] == [("EAGLEWorker.draft_something_new", "unknown")]
+
+
+def test_flashinfer_decode_override_sums_the_rows_kv_indptr_has():
+    from sglang_eagle_sizing.rules.flashinfer_idle import FlashInferIdleRule
+
+    file = "layers/attention/flashinfer_backend.py"
+    before = """
+    class FlashInferIndicesUpdaterDecode:
+        def call_begin_forward(self, wrapper, spec_info, seq_lens_cpu):
+            if seq_lens_cpu is not None and global_override_indptr_cpu is None:
+                global_override_indptr_cpu = torch.empty_like(kv_indptr, device="cpu")
+                global_override_indptr_cpu[1 : bs + 1] = torch.cumsum(seq_lens_cpu, dim=0)
+    """
+    after, findings = rewrite(file, before, FlashInferIdleRule)
+    expected = """
+    class FlashInferIndicesUpdaterDecode:
+        def call_begin_forward(self, wrapper, spec_info, seq_lens_cpu):
+            if seq_lens_cpu is not None and global_override_indptr_cpu is None:
+                global_override_indptr_cpu = torch.empty_like(kv_indptr, device="cpu")
+                # A padded idle batch (DP attention) has more rows than its idle input's
+                # kv_indptr describes (none): the override covers the rows kv_indptr has.
+                global_override_indptr_cpu[1 : bs + 1] = torch.cumsum(
+                    seq_lens_cpu[:bs], dim=0
+                )
+    """
+    assert after == textwrap.dedent(expected)
+    assert [(f.line, f.label, f.status) for f in findings] == [(6, "idle-flashinfer", "unrouted")]
+    assert_idempotent(file, after, FlashInferIdleRule)
+
+    other = before.replace("torch.cumsum(seq_lens_cpu,", "torch.cumsum(other_lens,")
+    with pytest.raises(RewriteError, match="flashinfer_backend.py:6: .*expected seq_lens_cpu"):
+        rewrite(file, other, FlashInferIdleRule)
+    missing = before.replace("global_override_indptr_cpu[1 : bs + 1]", "something_else[1 : bs + 1]")
+    with pytest.raises(RewriteError, match="flashinfer_backend.py:3: .*no global_override_indptr_cpu"):
+        rewrite(file, missing, FlashInferIdleRule)

@@ -86,6 +86,8 @@ OTHER_CHANGES = {
     "`kv_indices`), which a padded idle batch under DP attention reads",
     "idle-device": "passes the worker's device to `EagleVerifyInput.create_idle_input` "
     "(was hard-coded `cuda`)",
+    "idle-flashinfer": "FlashInfer's decode planner sums the rows `kv_indptr` has, so a padded "
+    "idle batch under DP attention plans zero rows",
 }
 
 

@@ -204,3 +204,13 @@ TARGET_CAPTURE = ("model_executor/model_runner.py", "ModelRunner.__init__")
 SITE_FILES: tuple[str, ...] = tuple(
     sorted({s.file for s in SITES} | {f for f, _ in AUX_FLAG_WORKERS} | {TARGET_CAPTURE[0]})
 )
+
+
+#: FlashInfer's decode planner, which a padded idle batch under DP attention reaches with an
+#: idle input: it needs a guard (``rules/flashinfer_idle.py``).
+FLASHINFER_DECODE = (
+    "layers/attention/flashinfer_backend.py",
+    "FlashInferIndicesUpdaterDecode.call_begin_forward",
+)
+
+SITE_FILES = tuple(sorted({*SITE_FILES, FLASHINFER_DECODE[0]}))

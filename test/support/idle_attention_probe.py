@@ -1,4 +1,4 @@
-"""Padded idle batches on SGLang's real Triton attention backend, on the CPU; prints JSON.
+"""Padded idle batches on SGLang's real Triton (and FlashInfer) metadata paths, on the CPU.
 
 Runs inside one SGLang tree (pristine 0.5.11 or patched, first on sys.path), in one process
 (importing the worker modules costs ~20 s). Usage:
@@ -9,7 +9,9 @@ For each kind of idle input the EAGLE workers build, it builds one through the w
 method, then runs what an idle DP-attention rank runs with it: the real
 ``ForwardBatch.prepare_mlp_sync_batch`` (SGLang's own padding choice for
 ``global_num_tokens = [tokens of the busy rank, 0]``, this rank being the idle one) and the
-real ``ModelRunner.forward_idle``, which initialises ``TritonAttnBackend``'s metadata.
+real ``ModelRunner.forward_idle``, which initialises ``TritonAttnBackend``'s metadata; then
+the real ``FlashInferAttnBackend.init_forward_metadata`` on the same padded batch, up to its
+planner. Prints JSON.
 
 What is real: the tree's worker methods and idle inputs, ``ForwardBatch`` and its padding,
 ``DpPaddingMode``, ``ModelRunner.forward_idle``, ``TritonAttnBackend`` (constructor and
@@ -21,6 +23,9 @@ What is real: the tree's worker methods and idle inputs, ``ForwardBatch`` and it
   whose ``EagleVerifyInput.create_idle_input`` hard-codes ``device="cuda"`` that method is run
   with its tensors made on the CPU, so that what the backend reads of it is what is tested;
 - the model (no weights): ``forward_idle`` calls it after the metadata; it records the call;
+- FlashInfer's planner (``begin_forward``, a CUDA kernel) records its arguments, and the
+  decode updater is given the attributes its ``__init__`` would set (that one allocates
+  flashinfer workspaces on the GPU);
 - worker objects: made with ``__new__`` and given the attributes their methods read; each
   method is stopped at the call that would run a forward (``StopBeforeForward``).
 
@@ -80,8 +85,6 @@ def without_pinned_memory():
 @contextlib.contextmanager
 def cuda_made_on_cpu(module):
     """Run code of ``module`` whose tensors name ``device="cuda"`` with them on the CPU."""
-    import torch
-
     real = module.torch
 
     class Torch:
@@ -102,7 +105,6 @@ def cuda_made_on_cpu(module):
         yield
     finally:
         module.torch = real
-    del torch
 
 
 def make_runner(target_config):
@@ -150,6 +152,58 @@ def make_runner(target_config):
     runner.model = SimpleNamespace(forward=model_forward)
     runner.forward_idle = ModelRunner.forward_idle.__get__(runner)
     return runner
+
+
+def make_flashinfer(runner):
+    """FlashInfer's decode path with its planner (a CUDA kernel) recording what it is given:
+    the real ``FlashInferAttnBackend.init_forward_metadata`` and
+    ``FlashInferIndicesUpdaterDecode``, whose ``__init__`` (flashinfer workspaces on the
+    GPU) is replaced by the attributes it sets."""
+    import torch
+
+    from sglang.srt.layers.attention import flashinfer_backend
+    from sglang.srt.layers.attention.flashinfer_backend import (
+        FlashInferAttnBackend,
+        FlashInferIndicesUpdaterDecode,
+    )
+
+    config = runner.model_config
+    max_bs = runner.req_to_token_pool.size
+    updater = FlashInferIndicesUpdaterDecode.__new__(FlashInferIndicesUpdaterDecode)
+    updater.num_qo_heads = config.num_attention_heads
+    updater.num_kv_heads = config.get_num_kv_heads(1)
+    updater.head_dim = config.head_dim
+    updater.data_type = updater.q_data_type = config.dtype
+    updater.sliding_window_size = None
+    updater.attn_backend = None
+    updater.kv_indptr = [torch.zeros((max_bs + 1,), dtype=torch.int32)]
+    updater.kv_last_page_len = torch.ones((max_bs,), dtype=torch.int32)
+    updater.req_to_token = runner.req_to_token_pool.req_to_token
+    updater.token_to_kv_pool_allocator = None
+    updater.update = updater.update_single_wrapper
+    plans = []
+
+    def begin_forward(indptr, indices, last_page_len, *args, **kwargs):
+        override = flashinfer_backend.global_override_indptr_cpu
+        plans.append(
+            {
+                "kv_indptr": indptr.tolist(),
+                "kv_indices": len(indices),
+                "last_page_len_rows": len(last_page_len),
+                "indptr_cpu": None if override is None else override.tolist(),
+            }
+        )
+
+    wrapper = SimpleNamespace(begin_forward=begin_forward, is_cuda_graph_enabled=False)
+    backend = SimpleNamespace(
+        indices_updater_decode=updater, decode_wrappers=[wrapper], decode_split_tile_size=None
+    )
+    def init_forward_metadata(batch):
+        # a call that raised leaves the module's override set: each batch starts clean
+        flashinfer_backend.global_override_indptr_cpu = None
+        FlashInferAttnBackend.init_forward_metadata(backend, batch)
+
+    return init_forward_metadata, plans
 
 
 def idle_forward_batch(spec_info, busy_requests):
@@ -206,6 +260,16 @@ def run_idle_batch(runner, spec_info, busy_requests):
             "num_kv_splits_rows": metadata.num_kv_splits.shape[0],
         }
     row["model_calls"] = list(runner.model_calls)
+    # The same padded batch on FlashInfer's decode path (what forward_idle would call there).
+    init_flashinfer, plans = runner.flashinfer
+    del plans[:]
+    try:
+        init_flashinfer(batch)
+        row["flashinfer"] = "ok"
+    except Exception as exc:  # reported, asserted by the test
+        row["flashinfer"] = f"{type(exc).__name__}: {exc}"
+        row["flashinfer_where"] = traceback.extract_tb(exc.__traceback__)[-1].filename.rsplit("/srt/", 1)[-1]
+    row["flashinfer_plans"] = list(plans)
     return row
 
 
@@ -237,6 +301,7 @@ def main():
     draft_config = ModelConfig(sys.argv[1], is_draft_model=True)
     target_config = ModelConfig(sys.argv[2])
     runner = make_runner(target_config)
+    runner.flashinfer = make_flashinfer(runner)
     patched = hasattr(EagleDraftInput, "hidden_size_for")
     out["patched"] = patched
 

@@ -9,6 +9,7 @@ from .contract import ContractRule
 from .disaggregation import MetadataBufferRule
 from .draft_runner import DraftRunnerRule
 from .extend_idle import ExtendIdleRule
+from .flashinfer_idle import FlashInferIdleRule
 from .graph_buffers import BufferRule
 from .idle_attention import IdleAttentionRule
 from .idle_inputs import IdleInputRule
@@ -22,6 +23,7 @@ RULES = (
     IdleInputRule,
     ExtendIdleRule,
     IdleAttentionRule,
+    FlashInferIdleRule,
     BufferRule,
     MetadataBufferRule,
     TargetCaptureRule,
