@@ -31,6 +31,8 @@ KINDS = {
     "verify": "EagleVerifyInput",
     "extend v1": "EagleDraftExtendInput",
     "extend multi-layer v1": "EagleDraftExtendInput",
+    # 0.5.11's v2 draft-extend input class; built inline by the worker, not create_idle_input
+    "extend v2": "EagleDraftInput",
 }
 #: what 0.5.11's Triton backend raises, per kind, when a padded idle batch reaches it
 PRISTINE_ERRORS = {
@@ -39,6 +41,7 @@ PRISTINE_ERRORS = {
     "decode multi-layer v2": "AttributeError: 'NoneType' object has no attribute 'shape'",
     "verify": "AttributeError: 'EagleVerifyInput' object has no attribute 'kv_indptr'",
     "extend v1": "AttributeError: 'NoneType' object has no attribute 'shape'",
+    "extend v2": "AttributeError: 'NoneType' object has no attribute 'shape'",
 }
 BUSY_REQUESTS = [1, 3]
 

@@ -609,3 +609,32 @@ def test_flashinfer_decode_override_sums_the_rows_kv_indptr_has():
     missing = before.replace("global_override_indptr_cpu[1 : bs + 1]", "something_else[1 : bs + 1]")
     with pytest.raises(RewriteError, match="flashinfer_backend.py:3: .*no global_override_indptr_cpu"):
         rewrite(file, missing, FlashInferIdleRule)
+
+
+def test_v2_draft_extend_input_of_an_idle_batch_gets_the_index_pointers():
+    from sglang_eagle_sizing.rules.idle_attention import IdleAttentionRule
+
+    file = "speculative/eagle_info_v2.py"
+    before = """
+    class EagleDraftInputV2Mixin:
+        def prepare_for_extend_to_fill_draft_kvcache(self, batch, predict):
+            batch.spec_info = self
+            batch.forward_mode = (
+                ForwardMode.IDLE if batch.forward_mode.is_idle() else ForwardMode.DRAFT_EXTEND_V2
+            )
+            forward_batch = ForwardBatch.init_new(batch, draft_model_runner)
+    """
+    after, findings = rewrite(file, before, IdleAttentionRule)
+    inserted = (
+        "        if batch.forward_mode.is_idle():\n"
+        "            # A padded idle batch (DP attention) re-initialises the attention metadata\n"
+        "            # from these: no rows and no KV indices, as create_idle_input gives.\n"
+        "            self.kv_indptr = torch.zeros((1,), dtype=torch.int32, device=predict.device)\n"
+        "            self.kv_indices = torch.empty(\n"
+        "                (0,), dtype=torch.int32, device=predict.device\n"
+        "            )\n"
+    )
+    head, tail = textwrap.dedent(before).split("        forward_batch = ")
+    assert after == head + inserted + "        forward_batch = " + tail
+    assert [(f.line, f.label, f.status) for f in findings] == [(5, "idle-attention", "unrouted")]
+    assert_idempotent(file, after, IdleAttentionRule)

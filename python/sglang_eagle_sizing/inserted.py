@@ -370,3 +370,14 @@ class EagleVerifyInput:
     kv_indptr: Optional[torch.Tensor] = None
     kv_indices: Optional[torch.Tensor] = None
 '''
+
+#: What ``EagleDraftInputV2Mixin.prepare_for_extend_to_fill_draft_kvcache`` gets right after it
+#: decides the forward mode: the v2 workers' draft-extend input is built inline, not by
+#: ``create_idle_input``, and an idle one must carry the same empty index pointers.
+V2_EXTEND_IDLE_POINTERS = '''
+if batch.forward_mode.is_idle():
+    # A padded idle batch (DP attention) re-initialises the attention metadata
+    # from these: no rows and no KV indices, as create_idle_input gives.
+    self.kv_indptr = torch.zeros((1,), dtype=torch.int32, device=predict.device)
+    self.kv_indices = torch.empty((0,), dtype=torch.int32, device=predict.device)
+'''

@@ -213,4 +213,8 @@ FLASHINFER_DECODE = (
     "FlashInferIndicesUpdaterDecode.call_begin_forward",
 )
 
-SITE_FILES = tuple(sorted({*SITE_FILES, FLASHINFER_DECODE[0]}))
+#: Where the v2 draft-extend input of an idle batch gets its attention index pointers
+#: (``rules/idle_attention.py``).
+V2_EXTEND_INPUT_FILE = SPEC + "eagle_info_v2.py"
+
+SITE_FILES = tuple(sorted({*SITE_FILES, FLASHINFER_DECODE[0], V2_EXTEND_INPUT_FILE}))

@@ -417,6 +417,41 @@ def main():
             pass
         return idle_batch.spec_info
 
+    # Extend phase, v2 (multi-layer v2 calls the same method): _draft_extend_for_decode builds
+    # its input inline and prepare_for_extend_to_fill_draft_kvcache makes it the batch's
+    # spec_info; stopped where that builds the ForwardBatch.
+    def extend_v2():
+        from sglang.srt.speculative import eagle_info_v2
+        from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker
+
+        worker = make_worker(EagleDraftWorker)
+        worker.draft_runner = SimpleNamespace(model_config=draft_config)
+        worker.plan_stream_ctx = contextlib.nullcontext()
+        worker.plan_stream = None
+        worker.cuda_graph_runner_for_draft_extend = None
+        empty = torch.empty((0,), dtype=torch.int64)
+        batch = SimpleNamespace(
+            forward_mode=ForwardMode.IDLE,
+            seq_lens=empty.clone(),
+            seq_lens_cpu=empty.clone(),
+            seq_lens_sum=0,
+            spec_info=None,
+        )
+        result = SimpleNamespace(
+            logits_output=SimpleNamespace(hidden_states=torch.empty((0, target_config.hidden_size * 3))),
+            accept_lens=empty.clone(),
+            next_token_ids=empty.clone(),
+        )
+        saved = eagle_info_v2.ForwardBatch
+        eagle_info_v2.ForwardBatch = SimpleNamespace(init_new=stop)
+        try:
+            EagleDraftWorker._draft_extend_for_decode(worker, batch, result)
+        except StopBeforeForward:
+            pass
+        finally:
+            eagle_info_v2.ForwardBatch = saved
+        return batch.spec_info
+
     for name, make in (
         ("decode v1", decode_v1),
         ("decode v2", lambda: decode_v2(EAGLEWorkerV2, eagle_worker_v2)),
@@ -424,6 +459,7 @@ def main():
         ("verify", verify),
         ("extend v1", lambda: extend_v1(EAGLEWorker)),
         ("extend multi-layer v1", lambda: extend_v1(MultiLayerEagleWorker)),
+        ("extend v2", extend_v2),
     ):
         try:
             built(name, make)

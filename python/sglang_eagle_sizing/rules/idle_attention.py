@@ -12,7 +12,10 @@ leaves them ``None``, and ``EagleVerifyInput`` has no such fields at all. This r
 - adds the two fields to ``EagleVerifyInput``, and a ``device`` parameter to its
   ``create_idle_input`` in place of the hard-coded ``device="cuda"``;
 - passes ``device=<the worker's device>`` at every call of ``EagleVerifyInput.create_idle_input``
-  (``VERIFY_IDLE_CALLERS``); a call elsewhere is reported as unknown.
+  (``VERIFY_IDLE_CALLERS``); a call elsewhere is reported as unknown;
+- gives the v2 workers' draft-extend input, which they build inline (``EagleDraftInput(...)`` in
+  ``_draft_extend_for_decode``), the same pointers when the batch is idle, where it becomes the
+  batch's ``spec_info`` (``V2_EXTEND``).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import libcst as cst
 
 from .. import inserted
 from ..engine import Finding, Rule
-from ..sites import CONTRACT_FILE, DecodePhase, SPEC
+from ..sites import CONTRACT_FILE, SPEC, V2_EXTEND_INPUT_FILE, DecodePhase
 from ..syntax import code_of, dotted, keyword_arg, statement, statements
 
 VerifyInput = "EagleVerifyInput"
@@ -38,6 +41,9 @@ VERIFY_IDLE_CALLERS: dict[tuple[str, str], str] = {
 }
 
 KWARG_NAMES = tuple(name for name, _ in inserted.IDLE_ATTENTION_KWARGS)
+
+#: The v2 draft-extend input (built inline by the v2 workers) becomes the batch's spec_info here.
+V2_EXTEND = (V2_EXTEND_INPUT_FILE, "EagleDraftInputV2Mixin.prepare_for_extend_to_fill_draft_kvcache")
 
 
 def _returned_call(function: cst.FunctionDef) -> cst.Call | None:
@@ -90,8 +96,33 @@ def _indent_docstring(function: cst.FunctionDef, column: int) -> cst.FunctionDef
 
 
 class IdleAttentionRule(Rule):
-    files = frozenset({CONTRACT_FILE} | {file for file, _ in VERIFY_IDLE_CALLERS})
-    needles = ("create_idle_input",)
+    files = frozenset({CONTRACT_FILE, V2_EXTEND[0]} | {file for file, _ in VERIFY_IDLE_CALLERS})
+    needles = ("create_idle_input", "prepare_for_extend_to_fill_draft_kvcache")
+
+    # -- eagle_info_v2.py: the v2 draft-extend input of an idle batch ----------------------
+    def leave_FunctionDef(self, original_node, updated_node):
+        scope = self.scope
+        updated_node = super().leave_FunctionDef(original_node, updated_node)
+        if (self.file, scope) != V2_EXTEND:
+            return updated_node
+        body = list(updated_node.body.body)
+        original_body = list(original_node.body.body)
+        modes = [
+            i for i, stmt in enumerate(body)
+            if isinstance(stmt, cst.SimpleStatementLine)
+            and isinstance(stmt.body[0], cst.Assign)
+            and dotted(stmt.body[0].targets[0].target) == "batch.forward_mode"
+        ]
+        if len(modes) != 1:
+            raise self.fail(original_node, f"{scope}: expected one batch.forward_mode = ...")
+        (index,) = modes
+        following = body[index + 1] if index + 1 < len(body) else None
+        if following is not None and "self.kv_indptr" in code_of(following):
+            self.report(original_body[index], LABEL, Finding.ROUTED, scope)
+            return updated_node
+        self.report(original_body[index], LABEL, Finding.UNROUTED, scope)
+        body.insert(index + 1, statement(inserted.V2_EXTEND_IDLE_POINTERS, self.column_of(original_body[index])))
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
 
     # -- eagle_info.py: the idle inputs themselves ------------------------------------
     def _idle_method(self, original: cst.FunctionDef, updated: cst.FunctionDef, class_name: str):
