@@ -1,0 +1,308 @@
+"""Test-only stand-ins and the site recorder, loaded in every process of a smoke server.
+
+The smoke harness puts this folder first on the server's ``PYTHONPATH``, so Python imports this
+file at start-up in the launcher and in every process it spawns (scheduler, detokenizer). It
+changes nothing until the SGLang module it concerns is imported: an import hook runs each
+stand-in right after its module's code ran, before other modules bind its names. It lives in
+this project's harness only; it is never part of a patched tree, the fork wheel or the diff.
+
+Stand-ins (SGLang 0.5.11 line they stand in for, and why):
+
+- ``models/llama.py:790-791`` (``LlamaForCausalLM.set_embed``; also ``set_embed_and_head``
+  at 771-772 and the same calls in ``qwen2.py``/``qwen3.py``): ``torch.cuda.empty_cache()`` and
+  ``torch.cuda.synchronize()`` after sharing the target's embedding; there is no CUDA device,
+  and on a CPU there is nothing to wait for. Both are no-ops for the duration of the call.
+- ``speculative/eagle_utils.py:138``: ``sgl_build_tree_kernel_efficient`` is imported only on
+  CUDA/HIP/MUSA (line 14), so on a CPU the draft tree build is a NameError. Bound to
+  ``ports.build_tree``.
+- ``speculative/eagle_utils.py:173-200`` (``verify_tree_greedy_func``): off CUDA and NPU it
+  returns its buffers untouched (uninitialised memory: wrong tokens, no error). Replaced by
+  ``ports.verify_greedy``.
+- ``speculative/eagle_info_v2.py:543-575`` (``assign_extend_cache_locs_func``, v2 worker):
+  returns None off CUDA/HIP/MUSA/NPU. Replaced by ``ports.extend_cache_locs``.
+- ``speculative/eagle_worker_v2.py:763`` (``EAGLEWorkerV2.verify``):
+  ``batch.seq_lens.record_stream(...)`` keeps a CUDA tensor alive across streams; a CPU tensor
+  has no streams and raises. ``Tensor.record_stream`` skips CPU tensors.
+
+The site recorder (when ``SGLANG_EAGLE_SIZING_SMOKE_SITES`` names a file): every call of the
+contract classmethods (``EagleDraftInput``/``EagleDraftExtendInput.hidden_size_for`` and
+``dtype_for``) and of the helpers the patch inserts into ``eagle_info.py`` appends one JSON line
+``{"pid", "function", "file", "line", "scope"}`` naming its caller (file relative to
+``sglang/srt``), once per caller and process. A tree without them records nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import sys
+import threading
+
+import importlib.util
+
+_PORTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ports.py")
+
+
+@functools.lru_cache(maxsize=1)
+def _ports():
+    """The smoke package's ports module, loaded by path on first use (without importing the
+    package, and thus the CLI, into the server)."""
+    spec = importlib.util.spec_from_file_location("_sglang_eagle_sizing_ports", _PORTS)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+SITES_ENV = "SGLANG_EAGLE_SIZING_SMOKE_SITES"
+
+#: functions of eagle_info.py the recorder wraps, when the tree has them
+RECORDED_HELPERS = (
+    "get_draft_runner",
+    "parse_eagle_use_aux_hidden_state",
+    "get_eagle_aux_hidden_state_layer_ids",
+    "get_eagle_num_aux_hidden_states",
+    "get_eagle_draft_model_config",
+    "validate_eagle_draft_config",
+)
+RECORDED_CLASSES = ("EagleDraftInput", "EagleDraftExtendInput")
+RECORDED_METHODS = ("hidden_size_for", "dtype_for")
+
+
+# -- stand-ins ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _no_cuda_sync():
+    import torch
+
+    saved = torch.cuda.synchronize, torch.cuda.empty_cache
+    torch.cuda.synchronize = lambda *a, **k: None
+    torch.cuda.empty_cache = lambda *a, **k: None
+    try:
+        yield
+    finally:
+        torch.cuda.synchronize, torch.cuda.empty_cache = saved
+
+
+def _without_cuda_sync(method):
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        with _no_cuda_sync():
+            return method(*args, **kwargs)
+
+    return wrapper
+
+
+def _patch_embed_sharing(module) -> None:
+    for name in dir(module):
+        cls = getattr(module, name)
+        if not isinstance(cls, type) or cls.__module__ != module.__name__:
+            continue
+        for method in ("set_embed", "set_embed_and_head"):
+            if method in cls.__dict__:
+                setattr(cls, method, _without_cuda_sync(cls.__dict__[method]))
+
+
+def _build_tree_port(
+    parent_list,
+    top_scores_index,
+    seq_lens,
+    tree_mask,
+    positions,
+    retrieve_index,
+    retrieve_next_token,
+    retrieve_next_sibling,
+    topk,
+    spec_steps,
+    num_verify_tokens,
+    tree_mask_mode,
+):
+    _ports().build_tree(
+        parent_list,
+        top_scores_index,
+        seq_lens,
+        tree_mask,
+        positions,
+        retrieve_index,
+        retrieve_next_token,
+        retrieve_next_sibling,
+        int(topk),
+        int(spec_steps),
+        int(num_verify_tokens),
+        int(tree_mask_mode),
+    )
+
+
+def _verify_tree_greedy_port(
+    predicts,
+    accept_index,
+    accept_token_num,
+    candidates,
+    retrieve_index,
+    retrieve_next_token,
+    retrieve_next_sibling,
+    target_predict,
+    topk=-1,
+):
+    _ports().verify_greedy(
+        predicts,
+        accept_index,
+        accept_token_num,
+        candidates,
+        retrieve_index,
+        retrieve_next_token,
+        retrieve_next_sibling,
+        target_predict,
+    )
+    return predicts, accept_index, accept_token_num
+
+
+def _assign_extend_cache_locs_port(
+    req_pool_indices,
+    req_to_token,
+    start_offset,
+    end_offset,
+    batch_size,
+    draft_token_num,
+    device,
+):
+    return _ports().extend_cache_locs(
+        req_pool_indices, req_to_token, start_offset, end_offset
+    )
+
+
+def _patch_eagle_utils(module) -> None:
+    module.sgl_build_tree_kernel_efficient = _build_tree_port
+    module.verify_tree_greedy_func = _verify_tree_greedy_port
+
+
+def _patch_eagle_info_v2(module) -> None:
+    module.assign_extend_cache_locs_func = _assign_extend_cache_locs_port
+
+
+def _patch_record_stream(module=None) -> None:
+    import torch
+
+    original = torch.Tensor.record_stream
+
+    def record_stream(self, stream):
+        if self.device.type == "cpu":
+            return None
+        return original(self, stream)
+
+    torch.Tensor.record_stream = record_stream
+
+
+# -- the site recorder ------------------------------------------------------------------------
+
+_seen: set = set()
+_lock = threading.Lock()
+
+
+def _srt_relative(path: str) -> str:
+    marker = os.sep + os.path.join("sglang", "srt") + os.sep
+    index = path.rfind(marker)
+    return path[index + len(marker) :] if index >= 0 else path
+
+
+def _record(function: str, depth: int) -> None:
+    out = os.environ.get(SITES_ENV)
+    if not out:
+        return
+    frame = sys._getframe(depth)
+    code = frame.f_code
+    key = (function, code.co_filename, frame.f_lineno)
+    with _lock:
+        if key in _seen:
+            return
+        _seen.add(key)
+        entry = {
+            "pid": os.getpid(),
+            "function": function,
+            "file": _srt_relative(code.co_filename),
+            "line": frame.f_lineno,
+            "scope": getattr(code, "co_qualname", code.co_name),
+        }
+        with open(out, "a") as handle:
+            handle.write(json.dumps(entry) + "\n")
+
+
+def _recorded_function(name: str, function):
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        _record(name, 2)
+        return function(*args, **kwargs)
+
+    return wrapper
+
+
+def _recorded_classmethod(name: str, function):
+    def wrapper(cls, *args, **kwargs):
+        _record(name, 2)
+        return function(cls, *args, **kwargs)
+
+    functools.update_wrapper(wrapper, function)
+    return classmethod(wrapper)
+
+
+def _patch_eagle_info(module) -> None:
+    for name in RECORDED_HELPERS:
+        if hasattr(module, name):
+            setattr(module, name, _recorded_function(name, getattr(module, name)))
+    for class_name in RECORDED_CLASSES:
+        cls = getattr(module, class_name, None)
+        if cls is None:
+            continue
+        for method in RECORDED_METHODS:
+            entry = cls.__dict__.get(method)
+            if isinstance(entry, classmethod):
+                setattr(
+                    cls,
+                    method,
+                    _recorded_classmethod(f"{class_name}.{method}", entry.__func__),
+                )
+
+
+# -- the import hook ----------------------------------------------------------------------------
+
+AFTER_IMPORT = {
+    "sglang.srt.models.llama": _patch_embed_sharing,
+    "sglang.srt.models.qwen2": _patch_embed_sharing,
+    "sglang.srt.models.qwen3": _patch_embed_sharing,
+    "sglang.srt.speculative.eagle_utils": _patch_eagle_utils,
+    "sglang.srt.speculative.eagle_info_v2": _patch_eagle_info_v2,
+    "sglang.srt.speculative.eagle_info": _patch_eagle_info,
+    "sglang.srt.speculative.eagle_worker_v2": _patch_record_stream,
+}
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, loader, after):
+        self._loader = loader
+        self._after = after
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        self._after(module)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path, target=None):
+        after = AFTER_IMPORT.get(fullname)
+        if after is None:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _Loader(spec.loader, after)
+        return spec
+
+
+if os.environ.get("SGLANG_EAGLE_SIZING_SMOKE") == "1":
+    sys.meta_path.insert(0, _Finder())
