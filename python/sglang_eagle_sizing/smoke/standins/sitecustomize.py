@@ -24,6 +24,22 @@ Stand-ins (SGLang 0.5.11 line they stand in for, and why):
   ``batch.seq_lens.record_stream(...)`` keeps a CUDA tensor alive across streams; a CPU tensor
   has no streams and raises. ``Tensor.record_stream`` skips CPU tensors.
 
+Stand-ins for DP attention only (``SGLANG_EAGLE_SIZING_SMOKE_DP=1``; ``--tp 2 --dp 2
+--enable-dp-attention`` on a CPU):
+
+- ``model_executor/forward_batch_info.py:922`` (``ForwardBatch.prepare_mlp_sync_batch``):
+  ``torch.tensor(global_num_tokens, pin_memory=True)``; pinning needs a CUDA device. The call
+  builds an unpinned tensor.
+- ``layers/rotary_embedding/base.py:308-333`` (``RotaryEmbedding.forward_cpu``): an idle rank
+  runs the model on 0 tokens, which the CPU path cannot reshape; 0 tokens pass through.
+- ``speculative/eagle_info.py:90-101`` (``EagleVerifyInput.create_idle_input``) builds its
+  empty tensors with ``device="cuda"``; they are built on the CPU.
+- ``managers/schedule_batch.py:2584-2610`` (``ScheduleBatch.copy``) leaves ``device`` at its
+  default, ``"cuda"``; the copy keeps the batch's device.
+
+No stand-in touches the padding mode (``dp_attention.py``): the idle ranks' crash under
+0.5.11's own choice is issue 18's bug, which the DP cases show.
+
 The site recorder (when ``SGLANG_EAGLE_SIZING_SMOKE_SITES`` names a file): every call of the
 contract classmethods (``EagleDraftInput``/``EagleDraftExtendInput.hidden_size_for`` and
 ``dtype_for``) and of the helpers the patch inserts into ``eagle_info.py`` appends one JSON line
@@ -196,6 +212,86 @@ def _patch_record_stream(module=None) -> None:
     torch.Tensor.record_stream = record_stream
 
 
+# -- DP attention stand-ins ----------------------------------------------------------------------
+
+DP_ENV = "SGLANG_EAGLE_SIZING_SMOKE_DP"
+
+
+@contextlib.contextmanager
+def _patched(owner, name, replacement):
+    saved = getattr(owner, name)
+    setattr(owner, name, replacement(saved))
+    try:
+        yield
+    finally:
+        setattr(owner, name, saved)
+
+
+def _unpinned(tensor):
+    def make(*args, pin_memory=False, **kwargs):
+        return tensor(*args, **kwargs)
+
+    return make
+
+
+def _cuda_as_cpu(factory):
+    def make(*args, device=None, **kwargs):
+        if device is not None and str(device).startswith("cuda"):
+            device = "cpu"
+        return factory(*args, device=device, **kwargs)
+
+    return make
+
+
+def _patch_forward_batch_info(module) -> None:
+    import torch
+
+    method = module.ForwardBatch.prepare_mlp_sync_batch
+
+    @functools.wraps(method)
+    def prepare_mlp_sync_batch(self, *args, **kwargs):
+        with _patched(torch, "tensor", _unpinned):
+            return method(self, *args, **kwargs)
+
+    module.ForwardBatch.prepare_mlp_sync_batch = prepare_mlp_sync_batch
+
+
+def _patch_rotary(module) -> None:
+    method = module.RotaryEmbedding.forward_cpu
+
+    @functools.wraps(method)
+    def forward_cpu(self, positions, query, key, *args, **kwargs):
+        if positions.numel() == 0:
+            return query, key
+        return method(self, positions, query, key, *args, **kwargs)
+
+    module.RotaryEmbedding.forward_cpu = forward_cpu
+
+
+def _patch_verify_idle_input(module) -> None:
+    import torch
+
+    create = module.EagleVerifyInput.create_idle_input.__func__
+
+    def create_idle_input(cls, *args, **kwargs):
+        with _patched(torch, "empty", _cuda_as_cpu), _patched(torch, "full", _cuda_as_cpu):
+            return create(cls, *args, **kwargs)
+
+    module.EagleVerifyInput.create_idle_input = classmethod(create_idle_input)
+
+
+def _patch_schedule_batch(module) -> None:
+    method = module.ScheduleBatch.copy
+
+    @functools.wraps(method)
+    def copy(self):
+        result = method(self)
+        result.device = self.device
+        return result
+
+    module.ScheduleBatch.copy = copy
+
+
 # -- the site recorder ------------------------------------------------------------------------
 
 _seen: set = set()
@@ -249,6 +345,8 @@ def _recorded_classmethod(name: str, function):
 
 
 def _patch_eagle_info(module) -> None:
+    if os.environ.get(DP_ENV) == "1":
+        _patch_verify_idle_input(module)
     for name in RECORDED_HELPERS:
         if hasattr(module, name):
             setattr(module, name, _recorded_function(name, getattr(module, name)))
@@ -277,6 +375,16 @@ AFTER_IMPORT = {
     "sglang.srt.speculative.eagle_info": _patch_eagle_info,
     "sglang.srt.speculative.eagle_worker_v2": _patch_record_stream,
 }
+
+
+if os.environ.get(DP_ENV) == "1":
+    AFTER_IMPORT.update(
+        {
+            "sglang.srt.model_executor.forward_batch_info": _patch_forward_batch_info,
+            "sglang.srt.layers.rotary_embedding.base": _patch_rotary,
+            "sglang.srt.managers.schedule_batch": _patch_schedule_batch,
+        }
+    )
 
 
 class _Loader(importlib.abc.Loader):
