@@ -88,8 +88,9 @@ def cache_dir() -> Path:
     return cache_folder()
 
 
-def smoke(root: Path, cases, workdir: Path, baseline: bool = True) -> dict:
-    """Serve every case from ``root`` (holding ``sglang/``); returns the report (a dict)."""
+def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None) -> dict:
+    """Serve every case from ``root`` (holding ``sglang/``); returns the report (a dict).
+    ``on_case(report)``, if given, sees the report so far after each case."""
     from .runner import Models, progress, reference_tokens, release_root, serve_case
 
     cache = cache_dir()
@@ -149,6 +150,12 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True) -> dict:
         entry["passed"] = not problems
         entry["expected_failure"] = bool(case.known_failure) and bool(problems)
         results.append(entry)
+        if on_case is not None:
+            on_case(_report(root, results, plain, started))
+    return _report(root, results, plain, started)
+
+
+def _report(root: Path, results: list, plain: dict, started: float) -> dict:
     failed = [e["case"] for e in results if not e["passed"] and not e["known_failure"]]
     return {
         "root": str(root),
