@@ -143,3 +143,61 @@ def test_extend_cache_locs_concatenates_each_requests_range():
     )
     assert out.tolist() == [102, 103, 5, 6, 7]
     assert out.dtype == torch.int64
+
+
+PROBE = r"""
+import torch
+from sglang.srt.speculative import eagle_utils
+from sglang.srt.speculative.eagle_info_v2 import assign_extend_cache_locs_func
+
+# SGLang's own tree build (it calls sgl-kernel's op, which the stand-in binds to the port)
+mask, positions, index, first, sibling, tokens = eagle_utils.build_tree_kernel_efficient(
+    torch.tensor([10]), torch.tensor([[-1, 0, 1]]), torch.tensor([[0, 1, 2]]),
+    torch.tensor([[11, 12, 13]]), torch.tensor([5]), 5, 1, 3, 4,
+)
+predicts = torch.full((4,), -7, dtype=torch.int32)
+accept_index = torch.full((1, 4), -1, dtype=torch.int32)
+accepted = torch.zeros((1,), dtype=torch.int32)
+eagle_utils.verify_tree_greedy_func(
+    predicts=predicts, accept_index=accept_index, accept_token_num=accepted,
+    candidates=tokens.reshape(1, 4), retrieve_index=index, retrieve_next_token=first,
+    retrieve_next_sibling=sibling, target_predict=torch.tensor([[11, 12, 99, 77]]), topk=1,
+)
+locs = assign_extend_cache_locs_func(
+    req_pool_indices=torch.tensor([1, 0]),
+    req_to_token=torch.stack([torch.arange(10), torch.arange(100, 110)]),
+    start_offset=torch.tensor([2, 5]), end_offset=torch.tensor([4, 8]),
+    batch_size=2, draft_token_num=2, device="cpu",
+)
+print("PROBE", positions.tolist(), first.tolist(), accepted.tolist(), accept_index.tolist(),
+      predicts.tolist(), locs.tolist())
+"""
+
+
+def test_stand_ins_bind_the_ports_where_sglang_calls_them(pristine_root):
+    """SGLang 0.5.11's own ``build_tree_kernel_efficient``, ``verify_tree_greedy_func`` and
+    ``assign_extend_cache_locs_func``, imported with the stand-ins on the path (as in a smoke
+    server), give the hand-worked chain's answers; without them the tree build is a NameError."""
+    import os
+    import subprocess
+    import sys
+
+    from sglang_eagle_sizing.smoke.server import STANDINS
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    env.update(SGLANG_EAGLE_SIZING_SMOKE="1", SGLANG_USE_CPU_ENGINE="1")
+    with_standins = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=600,
+        env={**env, "PYTHONPATH": os.pathsep.join([str(STANDINS), str(pristine_root)])},
+    )
+    line = next((l for l in with_standins.stdout.splitlines() if l.startswith("PROBE")), None)
+    assert line is not None, with_standins.stderr[-3000:]
+    assert line.split(" ", 1)[1] == (
+        "[5, 6, 7, 8] [[1, 2, 3, -1]] [2] [[0, 1, 2, -1]] [11, 12, 99, -7] [102, 103, 5, 6, 7]"
+    )
+    without = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=600,
+        env={**env, "PYTHONPATH": str(pristine_root)},
+    )
+    assert without.returncode != 0
+    assert "NameError" in without.stderr and "sgl_build_tree_kernel_efficient" in without.stderr

@@ -42,25 +42,21 @@ def tree_parents(
 
 
 def build_tree(
-    parent_list: torch.Tensor,
-    top_scores_index: torch.Tensor,
-    seq_lens: torch.Tensor,
-    tree_mask: torch.Tensor,
-    positions: torch.Tensor,
-    retrieve_index: torch.Tensor,
-    retrieve_next_token: torch.Tensor,
-    retrieve_next_sibling: torch.Tensor,
-    topk: int,
-    spec_steps: int,
-    num_verify_tokens: int,
-    tree_mask_mode: int,
+    parent_list: torch.Tensor, selected_scores: torch.Tensor, seq_lens: torch.Tensor,
+    tree_mask: torch.Tensor, positions: torch.Tensor, index: torch.Tensor,
+    first_child: torch.Tensor, next_sibling: torch.Tensor,
+    topk: int, spec_steps: int, num_verify_tokens: int, tree_mask_mode: int,
 ) -> None:
-    """Fill ``tree_mask``, ``positions`` and the three ``retrieve_*`` tensors in place.
+    """Fill ``tree_mask``, ``positions``, ``index``, ``first_child`` and ``next_sibling`` in
+    place (``selected_scores`` is SGLang's ``top_scores_index``).
 
     - ``positions``: the request's length plus the token's depth in the tree;
-    - ``retrieve_index[b, i]``: ``b * n + i`` (the token's row in the verify batch);
-    - ``retrieve_next_token[b, i]``: the first child of ``i`` (lowest position), else -1;
-    - ``retrieve_next_sibling[b, i]``: the next child of ``i``'s parent, else -1;
+    - ``index[b, i]`` (SGLang's ``retrieve_index``): ``b * n + i``, the token's row in the
+      verify batch;
+    - ``first_child[b, i]`` (``retrieve_next_token``): the first child of ``i`` (lowest
+      position), else -1;
+    - ``next_sibling[b, i]`` (``retrieve_next_sibling``): the next child of ``i``'s parent,
+      else -1;
     - ``tree_mask``: row ``i`` of request ``b`` lets token ``i`` see the prefix (left as the
       caller filled it: True), the root, and its ancestors and itself among the drafts.
       FULL_MASK rows are ``seq_len + n`` wide, one block per request after the blocks of
@@ -71,7 +67,7 @@ def build_tree(
     n = num_verify_tokens
     lens = [int(x) for x in seq_lens.tolist()]
     parent_rows = parent_list.tolist()
-    selected_rows = top_scores_index.tolist()
+    selected_rows = selected_scores.tolist()
     block_start = 0
     for b, seq_len in enumerate(lens):
         parents = tree_parents(
@@ -89,48 +85,43 @@ def build_tree(
                 node = parents[node]
                 depth += 1
             positions[b * n + i] = seq_len + depth
-            retrieve_index[b, i] = b * n + i
+            index[b, i] = b * n + i
             row = block_start + i * width + first_draft_column
             tree_mask[row] = True  # the root
             for k in range(1, n):
                 tree_mask[row + k] = k in ancestors
         for i in range(n):
             children = [k for k in range(1, n) if parents[k] == i]
-            retrieve_next_token[b, i] = children[0] if children else -1
+            first_child[b, i] = children[0] if children else -1
             for child, following in zip(children, children[1:] + [-1]):
-                retrieve_next_sibling[b, child] = following
-        retrieve_next_sibling[b, 0] = -1
+                next_sibling[b, child] = following
+        next_sibling[b, 0] = -1
         block_start += n * width
 
 
 def verify_greedy(
-    predicts: torch.Tensor,
-    accept_index: torch.Tensor,
-    accept_token_num: torch.Tensor,
-    candidates: torch.Tensor,
-    retrieve_index: torch.Tensor,
-    retrieve_next_token: torch.Tensor,
-    retrieve_next_sibling: torch.Tensor,
-    target_predict: torch.Tensor,
+    predicts: torch.Tensor, accept_index: torch.Tensor, accepted_counts: torch.Tensor,
+    candidates: torch.Tensor, index: torch.Tensor, first_child: torch.Tensor,
+    next_sibling: torch.Tensor, target: torch.Tensor,
 ) -> None:
     """Greedy tree verification, in place.
 
     Walk down the tree from the root: at each level take the first child (in sibling order)
     whose draft token equals the target's greedy token at the last accepted position; stop
     when none does or ``accept_index`` is full. ``accept_index[b]`` lists the accepted rows
-    (root first), ``accept_token_num[b]`` how many drafts were accepted, and ``predicts`` holds
+    (root first), ``accepted_counts[b]`` how many drafts were accepted, and ``predicts`` holds
     the target's token at every accepted row (the last one is the bonus token).
     """
-    flat_target = target_predict.reshape(-1).tolist()
+    flat_target = target.reshape(-1).tolist()
     candidate_rows = candidates.tolist()
-    index_rows = retrieve_index.tolist()
-    next_rows = retrieve_next_token.tolist()
-    sibling_rows = retrieve_next_sibling.tolist()
+    index_rows = index.tolist()
+    next_rows = first_child.tolist()
+    sibling_rows = next_sibling.tolist()
     levels = accept_index.shape[1]
     for b in range(candidates.shape[0]):
         last = index_rows[b][0]
         accept_index[b, 0] = last
-        accepted = 0
+        count = 0
         node = 0
         for _ in range(1, levels):
             node = next_rows[b][node]
@@ -139,25 +130,20 @@ def verify_greedy(
             if node == -1:
                 break
             predicts[last] = flat_target[last]
-            accepted += 1
+            count += 1
             last = index_rows[b][node]
-            accept_index[b, accepted] = last
-        accept_token_num[b] = accepted
+            accept_index[b, count] = last
+        accepted_counts[b] = count
         predicts[last] = flat_target[last]
 
 
 def extend_cache_locs(
-    req_pool_indices: torch.Tensor,
-    req_to_token: torch.Tensor,
-    start_offset: torch.Tensor,
-    end_offset: torch.Tensor,
+    pool_rows: torch.Tensor, req_to_token: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor
 ) -> torch.Tensor:
     """The KV-cache slots of each request's ``[start, end)`` positions, requests in order."""
     pieces = [
         req_to_token[int(pool), int(start) : int(end)]
-        for pool, start, end in zip(
-            req_pool_indices.tolist(), start_offset.tolist(), end_offset.tolist()
-        )
+        for pool, start, end in zip(pool_rows.tolist(), starts.tolist(), ends.tolist())
     ]
     if not pieces:
         return torch.empty((0,), dtype=torch.int64, device=req_to_token.device)

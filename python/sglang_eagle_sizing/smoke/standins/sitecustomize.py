@@ -122,71 +122,34 @@ def _patch_embed_sharing(module) -> None:
                 setattr(cls, method, _without_cuda_sync(cls.__dict__[method]))
 
 
-def _build_tree_port(
-    parent_list,
-    top_scores_index,
-    seq_lens,
-    tree_mask,
-    positions,
-    retrieve_index,
-    retrieve_next_token,
-    retrieve_next_sibling,
-    topk,
-    spec_steps,
-    num_verify_tokens,
-    tree_mask_mode,
-):
-    _ports().build_tree(
-        parent_list,
-        top_scores_index,
-        seq_lens,
-        tree_mask,
-        positions,
-        retrieve_index,
-        retrieve_next_token,
-        retrieve_next_sibling,
-        int(topk),
-        int(spec_steps),
-        int(num_verify_tokens),
-        int(tree_mask_mode),
-    )
+def _build_tree_port(*args):
+    """Called as sgl-kernel's op: eight tensors, then topk, the number of steps, the number
+    of verify tokens and the tree mask mode."""
+    tensors, numbers = args[:8], args[8:]
+    _ports().build_tree(*tensors, *(int(number) for number in numbers))
 
 
-def _verify_tree_greedy_port(
-    predicts,
-    accept_index,
-    accept_token_num,
-    candidates,
-    retrieve_index,
-    retrieve_next_token,
-    retrieve_next_sibling,
-    target_predict,
-    topk=-1,
-):
+def _verify_tree_greedy_port(**kwargs):
+    """Called with keywords, as ``eagle_info.py`` calls ``verify_tree_greedy_func``."""
+    outputs = kwargs["predicts"], kwargs["accept_index"], kwargs["accept_token_num"]
     _ports().verify_greedy(
-        predicts,
-        accept_index,
-        accept_token_num,
-        candidates,
-        retrieve_index,
-        retrieve_next_token,
-        retrieve_next_sibling,
-        target_predict,
+        *outputs,
+        kwargs["candidates"],
+        kwargs["retrieve_index"],
+        kwargs["retrieve_next_token"],
+        kwargs["retrieve_next_sibling"],
+        kwargs["target_predict"],
     )
-    return predicts, accept_index, accept_token_num
+    return outputs
 
 
-def _assign_extend_cache_locs_port(
-    req_pool_indices,
-    req_to_token,
-    start_offset,
-    end_offset,
-    batch_size,
-    draft_token_num,
-    device,
-):
+def _assign_extend_cache_locs_port(**kwargs):
+    """Called with keywords, as ``eagle_info_v2.py`` calls ``assign_extend_cache_locs_func``."""
     return _ports().extend_cache_locs(
-        req_pool_indices, req_to_token, start_offset, end_offset
+        kwargs["req_pool_indices"],
+        kwargs["req_to_token"],
+        kwargs["start_offset"],
+        kwargs["end_offset"],
     )
 
 
