@@ -37,6 +37,11 @@ Stand-ins for DP attention only (``SGLANG_EAGLE_SIZING_SMOKE_DP=1``; ``--tp 2 --
 - ``managers/schedule_batch.py:2584-2610`` (``ScheduleBatch.copy``) leaves ``device`` at its
   default, ``"cuda"``; the copy keeps the batch's device.
 
+- ``distributed/parallel_state.py:816-820`` (``GroupCoordinator.all_gather_into_tensor``):
+  off NPU/XPU it calls the custom op ``sglang::reg_all_gather_into_tensor``, registered for
+  CUDA only; 0.5.11's MAX_LEN padding gathers through it. CPU tensors take the
+  ``torch.distributed`` path NPU and XPU take (``_all_gather_into_tensor``).
+
 No stand-in touches the padding mode (``dp_attention.py``): the idle ranks' crash under
 0.5.11's own choice is issue 18's bug, which the DP cases show.
 
@@ -243,6 +248,18 @@ def _patch_verify_idle_input(module) -> None:
     module.EagleVerifyInput.create_idle_input = classmethod(create_idle_input)
 
 
+def _patch_parallel_state(module) -> None:
+    method = module.GroupCoordinator.all_gather_into_tensor
+
+    @functools.wraps(method)
+    def all_gather_into_tensor(self, output, input):
+        if output.device.type == "cpu":
+            return self._all_gather_into_tensor(output, input)
+        return method(self, output, input)
+
+    module.GroupCoordinator.all_gather_into_tensor = all_gather_into_tensor
+
+
 def _patch_schedule_batch(module) -> None:
     method = module.ScheduleBatch.copy
 
@@ -346,6 +363,7 @@ if os.environ.get(DP_ENV) == "1":
             "sglang.srt.model_executor.forward_batch_info": _patch_forward_batch_info,
             "sglang.srt.layers.rotary_embedding.base": _patch_rotary,
             "sglang.srt.managers.schedule_batch": _patch_schedule_batch,
+            "sglang.srt.distributed.parallel_state": _patch_parallel_state,
         }
     )
 
