@@ -75,9 +75,17 @@ def test_full_mask_second_request_block_follows_the_first():
     assert mask[8:].view(2, 5).tolist() == [[T, T, T, T, F], [T, T, T, T, T]]
 
 
-def test_a_token_whose_parent_is_not_selected_is_refused():
-    with pytest.raises(ValueError, match="not selected"):
-        build([[-1, 0, 1]], [[0, 4, 5]], [3], topk=2, steps=2, n=4, mode=ports.QLEN_ONLY)
+def test_a_token_whose_parent_is_not_selected_is_left_out_and_never_accepted():
+    # topk 2: scores 4 and 5 are children of score 1, which is not selected (top-k over
+    # tied scores can do that); like sgl-kernel (a warning, no link) they stay unreachable.
+    with pytest.warns(UserWarning, match="not selected"):
+        tree = build([[-1, 0, 1]], [[0, 4, 5]], [3], topk=2, steps=2, n=4, mode=ports.QLEN_ONLY)
+    _, positions, (_, next_token, sibling) = tree
+    assert next_token.tolist() == [[1, -1, -1, -1]]
+    assert sibling.tolist() == [[-1, -1, -1, -1]]
+    # the target wants the orphan's token after the root: nothing is accepted
+    predicts, accept_index, accepted = verify([[10, 11, 12, 13]], tree, [12, 0, 0, 0], 3)
+    assert (accepted, accept_index, predicts) == ([0], [[0, -1, -1]], [12, -7, -7, -7])
 
 
 def verify(candidates, tree, target, levels):

@@ -15,16 +15,26 @@ selected.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 #: ``eagle_utils.TreeMaskMode`` values the ports understand (FULL_MASK, QLEN_ONLY)
 FULL_MASK, QLEN_ONLY = 0, 1
 
 
-def tree_parents(
-    parent_list: list[int], selected: list[int], topk: int
-) -> list[int]:
-    """For one request: the tree position of each position's parent (-1 for the root)."""
+#: the parent of a draft token whose parent was not selected (see ``tree_parents``)
+ORPHAN = -2
+
+
+def tree_parents(parent_list: list[int], selected: list[int], topk: int) -> list[int]:
+    """For one request: the tree position of each position's parent (-1 for the root).
+
+    A draft token whose parent was not selected (scores can tie, e.g. at 0.0, and top-k
+    then keeps a child of a token it dropped) gets ``ORPHAN``: like sgl-kernel, which warns
+    and leaves it unlinked, the port keeps it out of the tree, so verification never
+    reaches it (nor anything below it).
+    """
     parents = [-1]
     for score_index in selected:
         parent_slot = score_index // topk
@@ -33,10 +43,12 @@ def tree_parents(
             continue
         parent_score = parent_list[parent_slot]
         if parent_score not in selected:
-            raise ValueError(
+            warnings.warn(
                 f"invalid draft tree: score index {score_index} has parent {parent_score}, "
-                f"which is not selected ({selected})"
+                f"which is not selected ({selected}); left out of the tree"
             )
+            parents.append(ORPHAN)
+            continue
         parents.append(selected.index(parent_score) + 1)
     return parents
 
@@ -84,6 +96,7 @@ def build_tree(
                 ancestors.add(node)
                 node = parents[node]
                 depth += 1
+            # an orphan (and what hangs below it) sees the root and its own chain
             positions[b * n + i] = seq_len + depth
             index[b, i] = b * n + i
             row = block_start + i * width + first_draft_column
