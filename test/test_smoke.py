@@ -184,6 +184,9 @@ def test_pair_keeps_what_decides_sizing():
     noaux = pair_case(DATA / "llama3.1-8b-instruct__trtllm-2layer-noaux-fixture")
     assert noaux.drafter.use_aux_hidden_state is False and noaux.drafter.num_layers == 2
     assert pair_case(DATA / "llama-2-70b-chat__sglang-eagle1").algorithm == "EAGLE"
-    assert pair_case(DATA / "qwen3-4b__specforge-eagle3").target.architecture == "Qwen3ForCausalLM"
+    qwen = pair_case(DATA / "qwen3-4b__specforge-eagle3")
+    assert qwen.target.architecture == "Qwen3ForCausalLM"
+    # no declared ids: a target deep enough for three distinct default layers [2, 4, 5]
+    assert qwen.target.num_layers == 8
     # ids of a 48-layer target land on the tiny target's capturable layers 0..2, in order
     assert [map_layer_id(i, 48) for i in (1, 23, 44)] == [0, 1, 2]

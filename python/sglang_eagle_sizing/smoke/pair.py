@@ -24,6 +24,8 @@ DRAFTERS = {
     "LlamaForCausalLM": ("STANDALONE", "standalone"),
 }
 TINY_LAYERS = 4
+#: the tiny target's depth when the drafter relies on SGLang's default capture
+DEFAULT_CAPTURE_LAYERS = 8
 
 
 class PairError(ValueError):
@@ -99,10 +101,16 @@ def pair_case(folder: Path) -> Case:
         # dtype for both keeps what sizing sees (the draft's dtype is the target's)
         target_dtype = draft_dtype = "float16"
         served_as = " (bfloat16 served as float16: Triton's interpreter has no bfloat16)"
+    # Without declared ids SGLang captures the target's default layers [2, L // 2, L - 3]:
+    # three distinct layers only from L = 7 on (a 4-layer target gives [2, 2, 1], two layers,
+    # and fc gets 2/3 of its features). Such pairs get an 8-layer tiny target.
+    kind_needs_defaults = kind == "eagle3" and ids is None and eagle_config.get(
+        "use_aux_hidden_state", True
+    )
     target_spec = TargetSpec(
         architecture=target_arch,
         dtype=target_dtype,
-        num_layers=TINY_LAYERS,
+        num_layers=DEFAULT_CAPTURE_LAYERS if kind_needs_defaults else TINY_LAYERS,
     )
     drafter = DrafterSpec(
         kind=kind,
