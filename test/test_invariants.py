@@ -133,14 +133,47 @@ def test_where_0_5_11_sites_agreed_nothing_changes(reports, name):
     a correctly configured setup sees no change. Multi-layer EAGLE-3 with aux is the case
     where they agreed on a width the target does not produce (docs/design.md)."""
     checked = 0
-    produced = produced_width(name, reports[name])
-    for (kind, phase), rows in _groups(reports[name]).items():
+    report = reports[name]
+    produced = produced_width(name, report)
+    for (kind, phase), rows in _groups(report).items():
         live = [r for r in rows if not r["rebuilt_by_worker"]]
         old = {(r["pristine"]["width"], r["pristine"]["dtype"]) for r in live}
         if len(old) == 1 and (phase == "decode" or next(iter(old))[0] == produced):
             checked += 1
-            assert {(r["width"], r["dtype"]) for r in live} == old, (kind, phase)
+            ((width, dtype),) = old
+            if report["draft_built_dtype"] != report["draft"]["dtype"]:
+                dtype = report["draft_built_dtype"]  # the drafter now follows the target
+            assert {(r["width"], r["dtype"]) for r in live} == {(width, dtype)}, (kind, phase)
     assert checked > 0
+
+
+def auto_dtype(config: dict) -> str:
+    """The dtype a config gets at --dtype auto, from the config file: its declared dtype, a
+    float32 (or undeclared) one as float16 (gemma: bfloat16)."""
+    text = config.get("text_config") or {}
+    declared = config.get("torch_dtype") or config.get("dtype") or text.get("torch_dtype")
+    if declared in (None, "float32"):
+        return "torch.bfloat16" if config.get("model_type", "").startswith("gemma") else "torch.float16"
+    return f"torch.{declared}"
+
+
+@pytest.mark.parametrize("name", [*sorted(set(PAIRS) - NOT_LOADABLE), "standalone"])
+def test_every_site_takes_the_dtype_of_the_targets_hidden_states(reports, name):
+    """One dtype for every idle input and buffer of every worker kind and phase, PD buffers
+    of both servers included: an EAGLE drafter's is the target's at --dtype auto (it consumes
+    the target's hidden states and shares its embedding and lm_head); a STANDALONE draft
+    model keeps its own. Expected dtypes come from the config files."""
+    report = reports[name]
+    if name == "standalone":
+        want = auto_dtype(config_json(DATA / STANDALONE[0]))
+    else:
+        want = auto_dtype(config_json(DATA / name / "target"))
+        assert report["target"]["dtype"] == want
+    assert report["draft_built_dtype"] == want
+    sites = [r for r in report["sites"] if not r["rebuilt_by_worker"]]
+    assert {r["worker"] for r in sites} == ({"v1", "v2"} if name == "standalone" else
+                                            {"v1", "v1 multi-layer", "v2", "v2 multi-layer"})
+    assert {r["dtype"] for r in sites} == {want}, name
 
 
 def test_0_5_11_defects_show_in_the_values(reports):
@@ -148,8 +181,13 @@ def test_0_5_11_defects_show_in_the_values(reports):
     old = {r["pristine"]["width"] for r in noaux["sites"] if r["site"] == "MultiLayerEagleWorker.forward_draft_extend_after_decode"}
     assert old == {3 * 4096}  # 0.5.11 widens three times although use_aux_hidden_state is false
     fp16 = reports["llama3.1-8b-instruct__specforge-llama3-8b-eagle3"]
-    v2_idle = [r for r in fp16["sites"] if r["site"] == "EAGLEWorkerV2.forward_batch_generation"]
-    assert v2_idle[0]["pristine"]["dtype"] == "torch.bfloat16" and v2_idle[0]["dtype"] == "torch.float16"
+    v2 = {r["site"]: r for r in fp16["sites"] if r["worker"] == "v2" and r["phase"] == "decode"}
+    idle, graph = v2["EAGLEWorkerV2.forward_batch_generation"], v2["EAGLEDraftCudaGraphRunner.__init__"]
+    # 0.5.11: the v2 idle input in the target's bf16, the graph buffer in the drafter's fp16
+    assert idle["pristine"]["dtype"] == "torch.bfloat16" and graph["pristine"]["dtype"] == "torch.float16"
+    # now the drafter is built in the target's dtype, and both follow it
+    assert fp16["draft"]["dtype"] == "torch.float16" and fp16["draft_built_dtype"] == "torch.bfloat16"
+    assert idle["dtype"] == graph["dtype"] == "torch.bfloat16"
 
 
 def test_disagreement_table_in_docs_is_current(pristine):

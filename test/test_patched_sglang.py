@@ -64,13 +64,45 @@ def expected(pair, algorithm):
         extend = hidden_size_in(draft)
     else:
         extend = hidden_size_in(target)
+    # EAGLE drafters are built in the target's dtype (at --dtype auto, the target config's);
+    # a STANDALONE draft model keeps its own
+    dtype = _dtype(draft) if algorithm == "STANDALONE" else _dtype(target)
     return {
         "aux": bool(aux),
         "decode_width": hidden_size_in(draft),
-        "decode_dtype": _dtype(draft),
+        "decode_dtype": dtype,
         "extend_width": extend,
-        "extend_dtype": _dtype(draft),
+        "extend_dtype": dtype,
     }
+
+
+#: The EAGLE pair whose drafter declares float16 and its target bfloat16.
+FP16_ON_BF16 = PAIR
+EAGLE1 = DATA / "llama-2-70b-chat__sglang-eagle1"
+
+
+def dtype_cases(folder):
+    """(--dtype, pair) cases for the start-up dtype decision: the float16 EAGLE-3 drafter on
+    its bfloat16 target at auto and at both explicit dtypes; an EAGLE drafter (float16) on
+    a copy of its target that declares bfloat16; a pair that agrees (nothing to decide)."""
+    bf16_target = folder / "llama-2-70b-bf16-target"
+    bf16_target.mkdir()
+    config = config_json(EAGLE1 / "target")
+    assert config["torch_dtype"] == "float16" == config_json(EAGLE1 / "draft")["torch_dtype"]
+    config["torch_dtype"] = "bfloat16"
+    (bf16_target / "config.json").write_text(json.dumps(config))
+    fp16_draft = str(FP16_ON_BF16 / "draft")
+    cases = [
+        {"name": f"eagle3 fp16 on bf16, --dtype {dtype}", "draft": fp16_draft,
+         "target": str(FP16_ON_BF16 / "target"), "algorithm": "EAGLE3", "dtype": dtype}
+        for dtype in ("auto", "float16", "bfloat16")
+    ]
+    cases.append({"name": "eagle fp16 on bf16, --dtype auto", "draft": str(EAGLE1 / "draft"),
+                  "target": str(bf16_target), "algorithm": "EAGLE", "dtype": "auto"})
+    agree = DATA / "qwen3-4b__specforge-eagle3"
+    cases.append({"name": "eagle3 bf16 on bf16, --dtype auto", "draft": str(agree / "draft"),
+                  "target": str(agree / "target"), "algorithm": "EAGLE3", "dtype": "auto"})
+    return cases
 
 
 @pytest.fixture(scope="module")
@@ -96,10 +128,12 @@ def probe(patched_root, libcuda_stub, tmp_path_factory):
     ]
     start_up_path = folder / "start_up.json"
     start_up_path.write_text(json.dumps(start_up_cases))
+    dtype_path = folder / "start_up_dtypes.json"
+    dtype_path.write_text(json.dumps(dtype_cases(folder)))
     result = run_python(
         patched_root,
         libcuda_stub,
-        [str(SUPPORT / "probe_patched.py"), str(path), str(start_up_path)],
+        [str(SUPPORT / "probe_patched.py"), str(path), str(start_up_path), str(dtype_path)],
     )
     assert result.returncode == 0, result.stderr[-4000:]
     return probe_json(result)
@@ -132,8 +166,11 @@ def test_classmethods_give_the_contract_sizes(probe, name, pair, algorithm):
 
 
 def test_dtype_rule_with_differing_draft_and_target_dtypes(probe):
+    """The fp16 drafter, built as the patched start-up builds it at --dtype auto: both
+    phases take the target's bf16 (0.5.11's v1 sites took fp16, its v2 idle input bf16)."""
     rows = [r for r in probe["sizes"] if r["case"].startswith("llama3.1-8b eagle3 (fp16")]
-    assert rows and all(r["extend_dtype"] == r["decode_dtype"] == "torch.float16" for r in rows)
+    assert config_json(PAIR / "draft")["torch_dtype"] == "float16"
+    assert rows and all(r["extend_dtype"] == r["decode_dtype"] == "torch.bfloat16" for r in rows)
 
 
 def test_no_aux_drafter_is_not_widened_by_the_multi_layer_worker(probe):
@@ -144,7 +181,7 @@ def test_no_aux_drafter_is_not_widened_by_the_multi_layer_worker(probe):
 
 def test_decode_idle_input_runs_through_the_patched_method(probe):
     idle = probe["decode_idle"]
-    assert idle == {"type": "EagleDraftInput", "shape": [0, 4096], "dtype": "torch.float16"}
+    assert idle == {"type": "EagleDraftInput", "shape": [0, 4096], "dtype": "torch.bfloat16"}
 
 
 def test_verify_idle_input_is_an_extend_input_and_the_worker_resizes_it(probe):
@@ -153,9 +190,10 @@ def test_verify_idle_input_is_an_extend_input_and_the_worker_resizes_it(probe):
         rebuilt = probe["extend_rebuild_" + worker]
         assert rebuilt["reached_forward"] is True
         assert rebuilt["type"] == "EagleDraftExtendInput"
-        # llama3.1-8b EAGLE-3 with aux: 3 x 4096 from the target, in the draft's fp16
+        # llama3.1-8b EAGLE-3 with aux: 3 x 4096 from the target, in its bf16 (the fp16
+        # drafter is built in the target's dtype)
         assert rebuilt["shape"] == [0, 3 * 4096] == [0, rebuilt["expected_width"]]
-        assert rebuilt["dtype"] == "torch.float16"
+        assert rebuilt["dtype"] == "torch.bfloat16"
 
 
 def test_pristine_multi_layer_worker_does_not_import_but_patched_does(pristine_root, libcuda_stub, probe):
@@ -229,3 +267,64 @@ def test_a_good_drafter_reaches_the_draft_model_with_its_attributes_set(probe):
         assert row["sentinel_calls"], worker
         assert row["eagle_use_aux_hidden_state"] is True, worker
         assert row["eagle_num_aux_hidden_states"] == 3, worker
+
+
+# -- the dtype the draft model is built in (start-up, real TpModelWorker up to the ModelRunner)
+def _dtype_rows(probe, case):
+    return {r["worker"]: r for r in probe["start_up_dtypes"] if r["case"] == case}
+
+
+def _every_dtype(worker, row):
+    """Every dtype a worker kind's row must record: the target's hidden states, the draft
+    ModelConfig the draft TpModelWorker built (the draft weights, and the embedding and
+    lm_head they share, are created in it), both classmethods, the v1 workers' own idle
+    inputs, and the PD buffers of both servers. A missing key fails: no site is skipped."""
+    keys = ["target", "draft_model_config", "decode_dtype_for", "extend_dtype_for"]
+    if worker in ("EAGLEWorker", "MultiLayerEagleWorker"):
+        keys += ["v1_worker_model_config", "decode_idle", "extend_idle"]
+    values = {key: row[key] for key in keys}
+    if not worker.startswith("MultiLayer"):
+        assert set(row["pd"]) == {"prefill", "decode"}, row
+        values.update({f"pd {mode}": dtype for mode, dtype in row["pd"].items()})
+    return values
+
+
+@pytest.mark.parametrize(
+    "case", ["eagle3 fp16 on bf16, --dtype auto", "eagle fp16 on bf16, --dtype auto"]
+)
+def test_a_float16_drafter_on_a_bfloat16_target_gets_one_dtype_everywhere(probe, case):
+    """At --dtype auto 0.5.11 built the float16 drafter in float16 next to its bfloat16
+    target; every worker kind now builds it in the target's dtype, says so once, and every
+    site follows."""
+    rows = _dtype_rows(probe, case)
+    assert set(rows) == EAGLE_WORKERS
+    for worker, row in rows.items():
+        assert row["outcome"] == "draft model built", (worker, row)
+        assert row["before"] == "torch.float16", worker
+        assert set(_every_dtype(worker, row).values()) == {"torch.bfloat16"}, (worker, row)
+        assert row["server_args_dtype"] == "bfloat16", worker
+        (line,) = row["log"]
+        assert "gives float16" in line and "gives bfloat16" in line, line
+        assert "the draft model is built in bfloat16" in line, line
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_an_explicit_dtype_keeps_its_meaning_for_both_models(probe, dtype):
+    """--dtype float16 / bfloat16 give both models that dtype, as in 0.5.11 (``before``:
+    what 0.5.11's draft TpModelWorker builds from the same arguments); nothing is logged."""
+    rows = _dtype_rows(probe, f"eagle3 fp16 on bf16, --dtype {dtype}")
+    assert set(rows) == EAGLE_WORKERS
+    for worker, row in rows.items():
+        assert row["outcome"] == "draft model built", (worker, row)
+        assert row["server_args_dtype"] == dtype and row["log"] == [], worker
+        assert row["before"] == f"torch.{dtype}", worker
+        assert set(_every_dtype(worker, row).values()) == {f"torch.{dtype}"}, (worker, row)
+
+
+def test_a_drafter_of_the_targets_dtype_changes_nothing(probe):
+    rows = _dtype_rows(probe, "eagle3 bf16 on bf16, --dtype auto")
+    assert set(rows) == EAGLE_WORKERS
+    for worker, row in rows.items():
+        assert row["server_args_dtype"] == "auto" and row["log"] == [], worker
+        assert row["before"] == row["draft_model_config"] == "torch.bfloat16", worker
+        assert set(_every_dtype(worker, row).values()) == {"torch.bfloat16"}, (worker, row)

@@ -182,7 +182,8 @@ def test_buffer_sized_by_a_parameter_is_not_a_site():
 
 START_UP_AFTER = """
             # Read and check the drafter's config before its weights load; the classmethods
-            # that size the hidden states read the two attributes parsed here.
+            # that size the hidden states read the two attributes parsed here, and the draft
+            # model is built in the dtype chosen here (the target's, at --dtype auto).
             draft_model_config = get_eagle_draft_model_config(server_args)
             validate_eagle_draft_config(
                 self.speculative_algorithm,
@@ -194,6 +195,9 @@ START_UP_AFTER = """
             )
             self.eagle_num_aux_hidden_states = get_eagle_num_aux_hidden_states(
                 draft_model_config.hf_config
+            )
+            server_args.dtype = get_eagle_draft_dtype(
+                server_args.dtype, draft_model_config, self.target_worker.model_config
             )
 """
 
@@ -247,8 +251,9 @@ def test_aux_flag_is_added_before_super_init_of_a_worker_without_one():
     lines = after.splitlines()
     build = next(i for i, line in enumerate(lines) if "super().__init__(" in line)
     assert lines[build - 1].strip() == "with ctx, speculative_moe_backend_context():"
-    assert "draft_model_config = get_eagle_draft_model_config(server_args)" in lines[build - 13]
-    assert lines[build - 4].strip() == "self.eagle_num_aux_hidden_states = get_eagle_num_aux_hidden_states("
+    assert "draft_model_config = get_eagle_draft_model_config(server_args)" in lines[build - 16]
+    assert lines[build - 7].strip() == "self.eagle_num_aux_hidden_states = get_eagle_num_aux_hidden_states("
+    assert lines[build - 4].strip() == "server_args.dtype = get_eagle_draft_dtype("
     assert [(f.line, f.status) for f in findings] == [(5, "unrouted")]
     assert_idempotent("speculative/multi_layer_eagle_worker.py", after, AuxFlagRule)
 
@@ -265,10 +270,11 @@ def test_aux_flag_and_draft_runner_are_added_to_the_multi_layer_draft_worker():
     after, _ = rewrite("speculative/multi_layer_eagle_worker_v2.py", before, DraftRunnerRule, AuxFlagRule)
     lines = textwrap.dedent(after).splitlines()
     assert lines[3].strip().startswith("# Read and check the drafter's config")
-    assert lines[5].strip() == "draft_model_config = get_eagle_draft_model_config(server_args)"
-    assert lines[17].strip() == "with empty_context():"
-    assert lines[19].strip().startswith("self.draft_runner_list")
-    assert lines[21].strip() == "self.draft_runner = self.draft_runner_list[0]"
+    assert lines[6].strip() == "draft_model_config = get_eagle_draft_model_config(server_args)"
+    assert lines[18].strip() == "server_args.dtype = get_eagle_draft_dtype("
+    assert lines[21].strip() == "with empty_context():"
+    assert lines[23].strip().startswith("self.draft_runner_list")
+    assert lines[25].strip() == "self.draft_runner = self.draft_runner_list[0]"
 
 
 def test_aux_flag_of_an_earlier_patch_after_the_build_is_an_error():

@@ -26,6 +26,7 @@ MODULE_COMMANDS = {
     "report": "sglang_eagle_sizing.report",
     "build-wheel": "sglang_eagle_sizing.wheel",
     "pr": "sglang_eagle_sizing.pr",
+    "smoke": "sglang_eagle_sizing.smoke",
 }
 
 

@@ -27,8 +27,12 @@ in `EagleVerifyInput.verify` are left out of "now": the worker rebuilds them.
 """
 
 
+def _dtype(dtype) -> str:
+    return (dtype or "?").replace("torch.", "")
+
+
 def _short(width, dtype) -> str:
-    return f"{width} {(dtype or '?').replace('torch.', '')}"
+    return f"{width} {_dtype(dtype)}"
 
 
 def _rows(name: str, report: dict) -> list[str]:
@@ -55,8 +59,40 @@ def _rows(name: str, report: dict) -> list[str]:
     return rows
 
 
+DTYPE_HEADER = """\
+## Drafters built in the target's dtype
+
+At `--dtype auto` each model takes the dtype of its own config. Where the drafter's differs
+from the target's, the patched EAGLE workers build the draft model in the target's dtype
+(`get_eagle_draft_dtype`, at start-up). Per pair: both configs' dtypes at `--dtype auto`, the
+one the draft model is built in, the dtype every site of every worker kind now gets, and how
+many of those sites 0.5.11 gave each dtype.
+"""
+
+
+def _dtype_row(name: str, report: dict) -> str | None:
+    draft, built = report["draft"]["dtype"], report["draft_built_dtype"]
+    if built == draft:
+        return None
+    sites = [r for r in report["sites"] if not r["rebuilt_by_worker"]]
+    now = sorted({_dtype(r["dtype"]) for r in sites})
+    before: dict[str, int] = {}
+    for r in sites:
+        if r["pristine"]:
+            key = _dtype(r["pristine"]["dtype"])
+            before[key] = before.get(key, 0) + 1
+    return (
+        f"| {name} | {report['algorithm']} | {_dtype(draft)} | "
+        f"{_dtype(report['target']['dtype'])} | {_dtype(built)} | "
+        f"{', '.join(now)} ({len(sites)} sites) | "
+        + ", ".join(f"{dtype}: {count}" for dtype, count in sorted(before.items()))
+        + " |"
+    )
+
+
 def table(data: Path, tree: SglangTree) -> str:
     lines = [HEADER, "| pair | algorithm | worker | phase | 0.5.11, per site | now |", "|---|---|---|---|---|---|"]
+    dtype_rows: list[str] = []
     not_loaded: list[str] = []
     adapted: list[str] = []
     with Trees(tree) as trees:
@@ -67,7 +103,19 @@ def table(data: Path, tree: SglangTree) -> str:
                 not_loaded.append(f"- {folder.name}: {str(exc).replace(str(data) + '/', '')}")
                 continue
             adapted += [f"- {folder.name}: {note.replace(str(data) + '/', '')}" for note in pair.adaptations]
-            lines += _rows(folder.name, build_for_pair(pair, infer_algorithm(pair.draft), trees))
+            report = build_for_pair(pair, infer_algorithm(pair.draft), trees)
+            lines += _rows(folder.name, report)
+            row = _dtype_row(folder.name, report)
+            if row is not None:
+                dtype_rows.append(row)
+    if dtype_rows:
+        lines += [
+            "",
+            DTYPE_HEADER,
+            "| pair | algorithm | draft config | target | draft built in | every site now | 0.5.11, sites per dtype |",
+            "|---|---|---|---|---|---|---|",
+            *dtype_rows,
+        ]
     if adapted:
         lines += ["", "## Configs adapted to load on the CPU", "", *adapted]
     if not_loaded:

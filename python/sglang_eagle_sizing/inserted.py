@@ -6,8 +6,9 @@ this package. It is kept black-formatted; a test checks that.
 
 - ``HELPERS``: module-level functions of ``srt/speculative/eagle_info.py``: the draft-runner
   resolution, the one parser of the drafter's ``eagle_config`` (flag, aux layer ids and their
-  number), the config-only read of the drafter and the start-up validation; every refusal is
-  one ``ValueError`` built by ``_invalid_draft_config``.
+  number), the config-only read of the drafter, the start-up validation, and the dtype the
+  draft model is built with (``get_eagle_draft_dtype``); every refusal is one ``ValueError``
+  built by ``_invalid_draft_config``.
 - ``DECODE_CLASSMETHODS``: ``EagleDraftInput.hidden_size_for`` / ``dtype_for`` (shown in
   their class; the methods are added to the existing ``EagleDraftInput``).
 - ``EXTEND_CLASS``: ``EagleDraftExtendInput`` with its own ``hidden_size_for`` / ``dtype_for``.
@@ -280,6 +281,32 @@ def validate_eagle_draft_config(
         f"target produces 3 x {target_hidden_size} = {produced}",
         *paths,
     )
+
+
+def get_eagle_draft_dtype(
+    server_args_dtype: str, draft_model_config, target_model_config
+) -> str:
+    """The ``--dtype`` the draft model is built with.
+
+    An EAGLE draft model consumes the target's hidden states and shares its embedding
+    (and often its lm_head), so it must compute in the target's dtype. At ``--dtype
+    auto`` each model takes the dtype of its own config; when the drafter's differs
+    (e.g. a float16 EAGLE-3 drafter on a bfloat16 target), the draft model is built in
+    the target's resolved dtype. An explicit ``--dtype`` gives both models that dtype,
+    so there is nothing to decide and it is kept.
+    """
+    draft_dtype = str(draft_model_config.dtype).replace("torch.", "")
+    target_dtype = str(target_model_config.dtype).replace("torch.", "")
+    if draft_dtype == target_dtype:
+        return server_args_dtype
+    logger.info(
+        f"At --dtype auto the draft model config {_config_path(draft_model_config)} "
+        f"gives {draft_dtype} and the target model config "
+        f"{_config_path(target_model_config)} gives {target_dtype}: the draft model is "
+        f"built in {target_dtype}, the dtype of the target's hidden states, embedding "
+        "and lm_head."
+    )
+    return target_dtype
 '''
 
 DECODE_CLASSMETHODS = '''

@@ -169,7 +169,8 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
         speculative_algorithm, pair.draft.hf_config
     )
     num_aux = patched_info.get_eagle_num_aux_hidden_states(pair.draft.hf_config)
-    now = evaluate_tree(trees.patched, pair, algorithm, settings, use_aux, num_aux)
+    built = built_pair(pair, algorithm, patched_info)
+    now = evaluate_tree(trees.patched, built, algorithm, settings, use_aux, num_aux)
     before = evaluate_tree(trees.pristine, pair, algorithm, settings, use_aux, num_aux)
     old = {(v.worker_kind, v.site.scope, v.occurrence): v for v in before}
     rows = []
@@ -214,6 +215,8 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
         "target": _describe(pair.target, pair.target_path),
         "eagle_use_aux_hidden_state": use_aux,
         "eagle_num_aux_hidden_states": num_aux,
+        # the dtype the patched draft TpModelWorker builds the draft model in (--dtype auto)
+        "draft_built_dtype": str(built.draft.dtype),
         "settings": {
             "cuda_graph_max_bs": settings.max_bs,
             "speculative_num_steps": settings.num_steps,
@@ -226,6 +229,26 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
         "sites": rows,
         "pd_disagreements": pd_disagreements(rows),
     }
+
+
+def built_pair(pair, algorithm: str, patched_info):
+    """``pair`` with the draft ``ModelConfig`` the patched EAGLE draft worker builds at
+    ``--dtype auto``: the patched tree's own ``get_eagle_draft_dtype`` decides its dtype,
+    resolved by SGLang's ``_get_and_verify_dtype`` as ``ModelConfig`` resolves it. A
+    STANDALONE draft model is built from its own config, unchanged."""
+    import copy
+    import dataclasses
+
+    from sglang.srt.configs.model_config import _get_and_verify_dtype
+
+    if algorithm == "STANDALONE":
+        return pair
+    chosen = patched_info.get_eagle_draft_dtype("auto", pair.draft, pair.target)
+    if chosen == "auto":
+        return pair
+    draft = copy.copy(pair.draft)
+    draft.dtype = _get_and_verify_dtype(draft.hf_text_config, chosen)
+    return dataclasses.replace(pair, draft=draft)
 
 
 def pd_disagreements(rows: list[dict]) -> list[dict]:
@@ -288,7 +311,8 @@ def render(report: dict) -> str:
         f"EAGLE hidden-state sizes, {report['algorithm']}"
         f" (eagle_use_aux_hidden_state={report['eagle_use_aux_hidden_state']})",
         f"  draft   {report['draft']['path']}  {report['draft']['architecture']}, "
-        f"hidden_size {report['draft']['hidden_size']}, {_short(report['draft']['dtype'])}",
+        f"hidden_size {report['draft']['hidden_size']}, {_short(report['draft']['dtype'])}"
+        + _built_in(report),
         f"  target  {report['target']['path']}  {report['target']['architecture']}, "
         f"hidden_size {report['target']['hidden_size']}, {_short(report['target']['dtype'])}",
         f"  settings: {report['settings']['described']}",
@@ -339,6 +363,17 @@ def render(report: dict) -> str:
         f"{marked} site values differ from 0.5.11 (marked !)" if marked else "0.5.11 computes the same at every site"
     )
     return "\n".join(lines) + "\n"
+
+
+def _built_in(report: dict) -> str:
+    """What the draft model is built in, when --dtype auto does not keep its config's."""
+    built = report.get("draft_built_dtype")
+    if built is None or built == report["draft"]["dtype"]:
+        return ""
+    return (
+        f"; built in {_short(built)}, the target's dtype (--dtype auto; 0.5.11 built it in "
+        f"{_short(report['draft']['dtype'])})"
+    )
 
 
 def _count(report: dict, row: dict) -> int:

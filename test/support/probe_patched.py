@@ -2,9 +2,11 @@
 
 One process, because importing a worker module costs ~20 s of CPU. Usage:
 
-    python probe_patched.py PAIRS_JSON
+    python probe_patched.py PAIRS_JSON [START_UP_JSON [DTYPE_JSON]]
 
-PAIRS_JSON lists the cases: {"name", "draft", "target", "algorithm"} with config folders.
+PAIRS_JSON lists the cases: {"name", "draft", "target", "algorithm"} with config folders;
+START_UP_JSON the same for ``start_up``; DTYPE_JSON adds "dtype" (``--dtype``) for
+``start_up_dtypes``.
 
 What is real here: the patched SGLang modules, ``ModelConfig`` built from real config.json
 files, the patched classmethods and flag parser, and the patched worker methods run on the
@@ -67,6 +69,219 @@ def server_args_for(draft: str, target: str, algorithm: str, multi_layer: bool):
     args.speculative_num_steps = 3
     args.speculative_num_draft_tokens = 4
     return args
+
+
+class QueuesReached(Exception):
+    """Raised where Scheduler.init_disaggregation builds its transfer queues."""
+
+
+def stop_at_queues(*args, **kwargs):
+    raise QueuesReached
+
+
+def pd_buffers(worker, v2: bool, draft, mode: str) -> dict:
+    """Run the patched ``Scheduler.init_disaggregation`` in ``mode`` ("prefill" or "decode")
+    for ``worker`` (its draft runner holding ``draft``), with the real MetadataBuffers,
+    stopped right after them (at the transfer queues it builds next; ``main`` replaces
+    them with ``stop_at_queues``)."""
+    import sglang.srt.managers.scheduler as scheduler_module
+
+    scheduler = scheduler_module.Scheduler.__new__(scheduler_module.Scheduler)
+    scheduler.server_args = SimpleNamespace(
+        disaggregation_mode=mode,
+        disaggregation_transfer_backend="fake",
+        disaggregation_bootstrap_port=0,
+        enable_multi_layer_eagle=False,
+        dp_size=1,
+        num_reserved_decode_tokens=0,
+        language_only=False,
+    )
+    scheduler.spec_algorithm = worker.speculative_algorithm
+    scheduler.enable_overlap = v2
+    # a v2 scheduler holds the outer worker, whose draft_worker is the draft worker
+    scheduler.draft_worker = SimpleNamespace(draft_worker=worker) if v2 else worker
+    scheduler.req_to_token_pool = SimpleNamespace(size=8)
+    scheduler.max_running_requests = 8
+    scheduler.token_to_kv_pool_allocator = SimpleNamespace(
+        get_kvcache=lambda: SimpleNamespace(maybe_get_custom_mem_pool=lambda: None)
+    )
+    for name in ("attn_tp_cpu_group", "tree_cache", "gpu_id", "max_total_num_tokens"):
+        setattr(scheduler, name, None)
+    scheduler.tp_rank = scheduler.pp_rank = 0
+    scheduler.tp_size = scheduler.pp_size = 1
+    if not v2:
+        worker.model_config = draft
+        worker._model_runner = SimpleNamespace(model_config=draft, token_to_kv_pool=None)
+    else:
+        worker.draft_runner = SimpleNamespace(model_config=draft, token_to_kv_pool=None)
+    try:
+        scheduler_module.Scheduler.init_disaggregation(scheduler)
+        reached = False
+    except QueuesReached:
+        reached = True
+    buffers = scheduler.disagg_metadata_buffers
+    ptrs, _, item_lens = buffers.get_buf_infos()
+    hidden = buffers.output_hidden_states
+    return {
+        "reached_queues": reached,
+        # the item length the transfer (e.g. mooncake's send_aux) copies per request
+        "hidden_states_item_bytes": item_lens[ptrs.index(hidden.data_ptr())],
+        "hidden_states": [hidden.shape[1], str(hidden.dtype)],
+    }
+
+
+class _Records(list):
+    """A logging handler's sink: the messages it was given."""
+
+    def handler(self):
+        import logging
+
+        handler = logging.Handler(logging.INFO)
+        handler.emit = lambda record: self.append(record.getMessage())
+        return handler
+
+
+def start_up_dtypes(cases):
+    """The dtype each EAGLE worker builds its draft model in, on the real start-up path.
+
+    Each worker's patched __init__ runs, and so does the real draft ``TpModelWorker.__init__``
+    up to the ``ModelRunner`` it builds (weights, devices and kernels start there: that
+    ``__init__`` is the sentinel, and records the draft ``ModelConfig`` it is handed, which
+    ``TpModelWorker._init_model_config`` built from ``server_args``). Then what every dtype
+    site gets from that config: the classmethods, the v1 idle inputs (the workers' own
+    methods), and the PD metadata buffers of both servers. ``before`` is what 0.5.11's
+    draft ``TpModelWorker`` built from the same server arguments: 0.5.11's workers do not
+    touch ``server_args.dtype``, so that is ``ModelConfig.from_server_args`` on them.
+    """
+    import copy
+    import logging
+
+    import torch
+
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+    from sglang.srt.model_executor.model_runner import ModelRunner
+    from sglang.srt.speculative.eagle_info import (
+        EagleDraftExtendInput,
+        EagleDraftInput,
+        EagleVerifyInput,
+    )
+    from sglang.srt.speculative.eagle_worker import EAGLEWorker
+    from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker
+    from sglang.srt.speculative.multi_layer_eagle_worker import MultiLayerEagleWorker
+    from sglang.srt.speculative.multi_layer_eagle_worker_v2 import (
+        MultiLayerEagleDraftWorker,
+    )
+
+    os.environ["SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"] = "1"
+    handed = []
+
+    def sentinel(self, *args, **kwargs):
+        handed.append(kwargs["model_config"])
+        raise DraftModelBuilt
+
+    records = _Records()
+    handler = records.handler()
+    eagle_info_logger = logging.getLogger("sglang.srt.speculative.eagle_info")
+    eagle_info_logger.addHandler(handler)
+    eagle_info_logger.setLevel(logging.INFO)
+    saved_init = ModelRunner.__init__
+    ModelRunner.__init__ = sentinel
+    rows = []
+    try:
+        for case in cases:
+            for cls in (EAGLEWorker, EagleDraftWorker, MultiLayerEagleWorker, MultiLayerEagleDraftWorker):
+                multi_layer = cls.__name__.startswith("MultiLayer")
+                v2 = cls in (EagleDraftWorker, MultiLayerEagleDraftWorker)
+                server_args = server_args_for(case["draft"], case["target"], case["algorithm"], multi_layer)
+                server_args.dtype = case["dtype"]
+                # what the target TpModelWorker builds, and 0.5.11's draft TpModelWorker
+                target_config = ModelConfig.from_server_args(server_args)
+                before = ModelConfig.from_server_args(
+                    copy.copy(server_args), model_path=case["draft"], is_draft_model=True
+                ).dtype
+                target_worker = SimpleNamespace(
+                    model_config=target_config,
+                    model_runner=SimpleNamespace(model_config=target_config, memory_pool_config=None),
+                    get_memory_pool=lambda: (None, None),
+                )
+                worker = cls.__new__(cls)
+                del handed[:], records[:]
+                try:
+                    cls.__init__(
+                        worker, server_args, gpu_id=0, tp_rank=0, dp_rank=None, moe_ep_rank=0,
+                        attn_cp_rank=0, moe_dp_rank=0, nccl_port=0, target_worker=target_worker,
+                    )
+                    outcome = "returned"
+                except DraftModelBuilt:
+                    outcome = "draft model built"
+                except Exception as exc:  # reported, asserted by the test
+                    outcome = f"error: {type(exc).__name__}: {exc}"
+                row = {
+                    "case": case["name"],
+                    "worker": cls.__name__,
+                    "outcome": outcome,
+                    "server_args_dtype": server_args.dtype,
+                    "log": [m for m in records if "--dtype auto" in m],
+                    "target": str(target_config.dtype),
+                    "before": str(before),
+                }
+                rows.append(row)
+                if len(handed) != 1:
+                    continue
+                draft_config = handed[0]
+                row["draft_model_config"] = str(draft_config.dtype)
+                runner = SimpleNamespace(model_config=draft_config, token_to_kv_pool=None)
+                if cls is EagleDraftWorker:
+                    worker.draft_runner = runner
+                elif cls is MultiLayerEagleDraftWorker:
+                    worker.draft_runner_list = [runner] * server_args.speculative_num_steps
+                    worker.draft_runner = worker.draft_runner_list[0]
+                else:  # the v1 worker is the draft TpModelWorker; model_config set by it
+                    row["v1_worker_model_config"] = str(worker.model_config.dtype)
+                    worker._model_runner = runner
+                    worker.model_runner_list = [runner]
+                row["decode_dtype_for"] = str(EagleDraftInput.dtype_for(worker))
+                row["extend_dtype_for"] = str(EagleDraftExtendInput.dtype_for(worker))
+                if not v2:
+                    # the v1 idle inputs, built by the workers' own methods
+                    batch = SimpleNamespace(spec_info=None)
+                    cls._draft_preprocess_idle(worker, batch)
+                    row["decode_idle"] = str(batch.spec_info.hidden_states.dtype)
+                    verify_input = EagleVerifyInput.__new__(EagleVerifyInput)
+                    verify_input.topk = worker.topk
+                    verify_input.spec_steps = worker.speculative_num_steps
+                    made = verify_input.verify(
+                        SimpleNamespace(forward_mode=ForwardMode.IDLE, device="cpu", model_config=target_config),
+                        None, None, 1,
+                    ).draft_input
+
+                    def stop(*args, **kwargs):
+                        raise StopBeforeForward
+
+                    idle_batch = SimpleNamespace(
+                        forward_mode=ForwardMode.IDLE,
+                        spec_info=made,
+                        seq_lens=torch.empty(0, dtype=torch.int64),
+                        seq_lens_cpu=torch.empty(0, dtype=torch.int64),
+                        req_pool_indices=torch.empty(0, dtype=torch.int64),
+                        return_logprob=False,
+                        get_model_worker_batch=stop,
+                    )
+                    try:
+                        cls.forward_draft_extend_after_decode(worker, idle_batch)
+                    except StopBeforeForward:
+                        row["extend_idle"] = str(idle_batch.spec_info.hidden_states.dtype)
+                if not multi_layer:
+                    # the PD metadata buffers of both servers (EAGLE's PD workers)
+                    row["pd"] = {
+                        mode: pd_buffers(worker, v2, draft_config, mode)["hidden_states"][1]
+                        for mode in ("prefill", "decode")
+                    }
+    finally:
+        ModelRunner.__init__ = saved_init
+        eagle_info_logger.removeHandler(handler)
+    return rows
 
 
 def start_up(cases):
@@ -204,8 +419,16 @@ def main() -> None:
     configs = {}
     for case in cases:
         try:
-            draft = configs.get(case["draft"]) or ModelConfig(case["draft"], is_draft_model=True)
             target = configs.get(case["target"]) or ModelConfig(case["target"])
+            draft = configs.get(case["draft"]) or ModelConfig(case["draft"], is_draft_model=True)
+            if case["algorithm"] != "STANDALONE":
+                # the config an EAGLE draft TpModelWorker builds at --dtype auto: in the
+                # dtype the patched start-up chose (start_up_dtypes runs that path itself)
+                draft = ModelConfig(
+                    case["draft"],
+                    is_draft_model=True,
+                    dtype=eagle_info.get_eagle_draft_dtype("auto", draft, target),
+                )
             configs[case["draft"]], configs[case["target"]] = draft, target
             for cls in kinds[case["algorithm"]]:
                 worker = make_worker(cls, draft, target, case["algorithm"])
@@ -283,12 +506,6 @@ def main() -> None:
     # MetadataBuffers, stopped right after them (at the transfer queues it builds next).
     import sglang.srt.managers.scheduler as scheduler_module
 
-    class QueuesReached(Exception):
-        pass
-
-    def stop_at_queues(*args, **kwargs):
-        raise QueuesReached
-
     scheduler_module.DecodeTransferQueue = stop_at_queues
     scheduler_module.PrefillBootstrapQueue = stop_at_queues
     pd_workers = {
@@ -304,52 +521,14 @@ def main() -> None:
         for cls, v2 in pd_workers[case["algorithm"]]:
             for mode in ("prefill", "decode"):
                 worker = make_worker(cls, draft, target, case["algorithm"])
-                scheduler = scheduler_module.Scheduler.__new__(scheduler_module.Scheduler)
-                scheduler.server_args = SimpleNamespace(
-                    disaggregation_mode=mode,
-                    disaggregation_transfer_backend="fake",
-                    disaggregation_bootstrap_port=0,
-                    enable_multi_layer_eagle=False,
-                    dp_size=1,
-                    num_reserved_decode_tokens=0,
-                    language_only=False,
-                )
-                scheduler.spec_algorithm = worker.speculative_algorithm
-                scheduler.enable_overlap = v2
-                # a v2 scheduler holds the outer worker, whose draft_worker is the draft worker
-                scheduler.draft_worker = SimpleNamespace(draft_worker=worker) if v2 else worker
-                scheduler.req_to_token_pool = SimpleNamespace(size=8)
-                scheduler.max_running_requests = 8
-                scheduler.token_to_kv_pool_allocator = SimpleNamespace(
-                    get_kvcache=lambda: SimpleNamespace(maybe_get_custom_mem_pool=lambda: None)
-                )
-                for name in ("attn_tp_cpu_group", "tree_cache", "gpu_id", "max_total_num_tokens"):
-                    setattr(scheduler, name, None)
-                scheduler.tp_rank = scheduler.pp_rank = 0
-                scheduler.tp_size = scheduler.pp_size = 1
-                if not v2:
-                    worker.model_config = draft
-                    worker._model_runner = SimpleNamespace(model_config=draft, token_to_kv_pool=None)
-                else:
-                    worker.draft_runner = SimpleNamespace(model_config=draft, token_to_kv_pool=None)
-                try:
-                    scheduler_module.Scheduler.init_disaggregation(scheduler)
-                    reached = False
-                except QueuesReached:
-                    reached = True
-                buffers = scheduler.disagg_metadata_buffers
-                ptrs, _, item_lens = buffers.get_buf_infos()
-                hidden = buffers.output_hidden_states
-                # the item length the transfer (e.g. mooncake's send_aux) copies per request
+                row = pd_buffers(worker, v2, draft, mode)
                 out["pd"].append(
                     {
                         "case": case["name"],
                         "algorithm": case["algorithm"],
                         "mode": mode,
                         "worker": cls.__name__,
-                        "reached_queues": reached,
-                        "hidden_states_item_bytes": item_lens[ptrs.index(hidden.data_ptr())],
-                        "hidden_states": [hidden.shape[1], str(hidden.dtype)],
+                        **row,
                         "contract": [
                             EagleDraftInput.hidden_size_for(worker),
                             str(EagleDraftInput.dtype_for(worker)),
@@ -357,6 +536,8 @@ def main() -> None:
                     }
                 )
 
+    if len(sys.argv) > 3:
+        out["start_up_dtypes"] = start_up_dtypes(json.loads(open(sys.argv[3]).read()))
     if len(sys.argv) > 2:
         out["start_up"] = start_up(json.loads(open(sys.argv[2]).read()))
 

@@ -6,7 +6,10 @@ Right before the statement of ``__init__`` that builds and loads the draft model
 inserts the start-up block (``START_UP``): the drafter's ``ModelConfig`` from its config alone
 (``get_eagle_draft_model_config``), ``validate_eagle_draft_config`` against the target, and the
 two attributes the classmethods read, ``eagle_use_aux_hidden_state`` and
-``eagle_num_aux_hidden_states``. 0.5.11's inline parsing of the flag after the draft model is
+``eagle_num_aux_hidden_states``; last, ``server_args.dtype`` becomes the dtype the draft model is
+built with (``get_eagle_draft_dtype``: the target's resolved dtype when, at ``--dtype auto``, the
+drafter's config gives another; else unchanged), which the draft ``TpModelWorker`` reads through
+``ModelConfig.from_server_args``. 0.5.11's inline parsing of the flag after the draft model is
 built (``self.eagle_use_aux_hidden_state = False`` followed by an ``if ...is_eagle3():`` block)
 goes. A bad drafter then stops the worker before any weight loads.
 """
@@ -25,17 +28,22 @@ PARSER = "parse_eagle_use_aux_hidden_state"
 COUNTER = "get_eagle_num_aux_hidden_states"
 VALIDATOR = "validate_eagle_draft_config"
 READER = "get_eagle_draft_model_config"
+DTYPE_CHOOSER = "get_eagle_draft_dtype"
 DRAFT_MODEL_CONFIG = "draft_model_config"
 
 START_UP_COMMENT = (
     "Read and check the drafter's config before its weights load; the classmethods",
-    "that size the hidden states read the two attributes parsed here.",
+    "that size the hidden states read the two attributes parsed here, and the draft",
+    "model is built in the dtype chosen here (the target's, at --dtype auto).",
 )
 START_UP = (
     f"{DRAFT_MODEL_CONFIG} = {READER}({SERVER_ARGS})\n"
     f"{VALIDATOR}(self.speculative_algorithm, {DRAFT_MODEL_CONFIG}, {TARGET_MODEL_CONFIG})\n"
     f"{FLAG} = {PARSER}(self.speculative_algorithm, {DRAFT_MODEL_CONFIG}.hf_config)\n"
     f"{NUM_AUX} = {COUNTER}({DRAFT_MODEL_CONFIG}.hf_config)\n"
+    f"{SERVER_ARGS}.dtype = {DTYPE_CHOOSER}(\n"
+    f"    {SERVER_ARGS}.dtype, {DRAFT_MODEL_CONFIG}, {TARGET_MODEL_CONFIG}\n"
+    ")\n"
 )
 
 

@@ -1,0 +1,217 @@
+"""``sglang-eagle-sizing smoke [PATH]``: serve tokens from a tree on the CPU and check them.
+
+For each case: a server from the tree (first on ``PYTHONPATH``; the installed 0.5.11 supplies
+the dependencies) with tiny crafted models this command builds; its greedy tokens must equal
+the same tree's run without speculation and transformers' ``generate``, and its accept length
+the unpatched 0.5.11 release's for the same case. See docs/smoke.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HELP = (
+    "serve tiny crafted models from a tree on the CPU (EAGLE, EAGLE-3, STANDALONE) and "
+    "check tokens and accept lengths against the tree without speculation, transformers "
+    "and the unpatched 0.5.11 release"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..cli import add_allow_flag
+
+    parser.add_argument("path", nargs="?", metavar="PATH",
+                        help="the tree to serve (same forms as check); default: the installed sglang")
+    parser.add_argument("--list", action="store_true", help="name the cases and exit")
+    parser.add_argument("--case", action="append", default=[], metavar="NAME",
+                        help="run this case (repeatable); default: every case")
+    parser.add_argument("--pair", action="append", default=[], metavar="DIR",
+                        help="also (without --case: only) serve this drafter/target pair "
+                        "(DIR/draft/config.json, DIR/target/config.json) shrunk to tiny scale; "
+                        "dense Llama, Qwen2 and Qwen3 targets (repeatable)")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="do not serve the unpatched 0.5.11 release to compare accept lengths")
+    parser.add_argument("--workdir", metavar="DIR",
+                        help="keep models, logs and site records here (default: a temporary folder)")
+    parser.add_argument("--json", metavar="FILE", help="also write every run as JSON")
+    add_allow_flag(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .cases import CASES, case_named
+
+    if args.list:
+        for case in CASES:
+            mark = f"  [expected to fail: {case.known_failure}]" if case.known_failure else ""
+            print(f"{case.name:36} {case.description}{mark}")
+        return 0
+    from .pair import PairError, pair_case
+
+    try:
+        cases = [case_named(n) for n in args.case]
+        if not args.case and not args.pair:
+            cases = list(CASES)
+        cases += [pair_case(Path(folder)) for folder in args.pair]
+    except KeyError as exc:
+        print(f"error: no smoke case {exc.args[0]!r}; smoke --list names them", file=sys.stderr)
+        return 2
+    except PairError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from ..cli import locate
+
+    tree = locate(args, args.path)
+    root = tree.package.parent
+    try:
+        with tempfile.TemporaryDirectory(prefix="sglang-eagle-sizing-smoke-") as scratch:
+            workdir = Path(args.workdir) if args.workdir else Path(scratch)
+            workdir.mkdir(parents=True, exist_ok=True)
+            report = smoke(root, cases, workdir, baseline=not args.no_baseline)
+            if args.json:
+                Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    except KeyboardInterrupt:
+        print("smoke: interrupted; every server it started is stopped", file=sys.stderr)
+        return 130
+    print_report(report)
+    return 1 if report["failed"] else 0
+
+
+def cache_dir() -> Path:
+    from ..wheel import cache_folder
+
+    return cache_folder()
+
+
+def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None) -> dict:
+    """Serve every case from ``root`` (holding ``sglang/``); returns the report (a dict).
+    ``on_case(report)``, if given, sees the report so far after each case."""
+    from .runner import Models, progress, reference_tokens, release_root, serve_case
+
+    cache = cache_dir()
+    built = Models(workdir / "models")
+    release = release_root(cache) if baseline else None
+    started = time.monotonic()
+    # One run without speculation and one transformers reference per target.
+    references: dict = {}
+    plain: dict = {}
+    results = []
+    for index, case in enumerate(cases, 1):
+        progress(f"case {index}/{len(cases)}: {case.name}")
+        entry = {"case": case.name, "description": case.description,
+                 "known_failure": case.known_failure, "problems": []}
+        target_key = (repr(case.target), case.dtype)
+        if case.batches and target_key not in references:
+            target_dir = built.target(case.target)
+            progress(f"transformers generate on the target ({case.target.dtype})")
+            from .cases import ALL_BATCHES
+
+            references[target_key] = {
+                b.name: reference_tokens(target_dir, b, case.target.dtype) for b in ALL_BATCHES
+            }
+            plain_case = type(case)(
+                name=f"target-{case.target.model_type}-{case.target.dtype}", description="",
+                algorithm=None, drafter=None, flags=(), batches=ALL_BATCHES,
+                target=case.target, dtype=case.dtype,
+            )
+            plain[target_key] = serve_case(root, "tree", plain_case, built, workdir, cache,
+                                           speculative=False)
+        spec = serve_case(root, "tree", case, built, workdir, cache)
+        entry["tree"] = spec.__dict__
+        if release is not None and case.expect == "serve":
+            entry["release"] = serve_case(release, "release", case, built, workdir, cache).__dict__
+        problems = entry["problems"]
+        if case.expect == "refuse":
+            if spec.status != "refused" or case.message not in spec.error:
+                problems.append(f"expected a refusal with {case.message!r}: {spec.status} {spec.error}")
+        else:
+            if spec.status != "served":
+                problems.append(f"{spec.status}: {spec.error}")
+            else:
+                base = plain[target_key]
+                if base.status != "served":
+                    problems.append(f"the run without speculation {base.status}: {base.error}")
+                for batch in case.batches:
+                    got = spec.outputs.get(batch.name)
+                    if base.status == "served" and got != base.outputs.get(batch.name):
+                        problems.append(f"{batch.name}: tokens differ from the run without speculation")
+                    if got != references[target_key][batch.name]:
+                        problems.append(f"{batch.name}: tokens differ from transformers' generate")
+                rel = entry.get("release")
+                if rel and rel["status"] == "served" and rel["accept_length"] != spec.accept_length:
+                    problems.append(
+                        f"accept length {spec.accept_length} differs from the release's {rel['accept_length']}"
+                    )
+        entry["passed"] = not problems
+        entry["expected_failure"] = bool(case.known_failure) and bool(problems)
+        results.append(entry)
+        if on_case is not None:
+            on_case(_report(root, results, plain, started))
+    return _report(root, results, plain, started)
+
+
+def _report(root: Path, results: list, plain: dict, started: float) -> dict:
+    failed = [e["case"] for e in results if not e["passed"] and not e["known_failure"]]
+    return {
+        "root": str(root),
+        "cases": results,
+        "plain": {k[0] + " " + k[1]: v.__dict__ for k, v in plain.items()},
+        "failed": failed,
+        "seconds": time.monotonic() - started,
+    }
+
+
+def print_report(report: dict) -> None:
+    from .. import sites as site_list
+    from .runner import site_hits, unreachable_reason
+
+    rows = [("case", "tokens equal", "accept length (tree / 0.5.11)", "sizing sites run", "time", "result")]
+    for entry in report["cases"]:
+        tree = entry["tree"]
+        rel = entry.get("release") or {}
+        if tree["status"] == "refused":
+            tokens = "-"
+        else:
+            tokens = "yes" if tree["status"] == "served" and not any(
+                "tokens differ" in p for p in entry["problems"]) else "NO"
+        accept = lambda r: (f"{r['accept_length']:.3f}" if r.get("accept_length") else
+                            (r.get("status") or "-"))
+        result = "ok" if entry["passed"] else (
+            "expected failure" if entry["known_failure"] else "FAIL")
+        if entry["passed"] and entry["known_failure"]:
+            result = "ok (known failure fixed)"
+        rows.append((entry["case"], tokens, f"{accept(tree)} / {accept(rel) if rel else '-'}",
+                     str(len(site_hits(tree["sites"]))), f"{tree['seconds']:.0f} s", result))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    print()
+    print("sizing sites:")
+    for site in site_list.SITES:
+        label = f"{site.file} {site.scope}"
+        ran = [e["case"] for e in report["cases"] if label in site_hits(e["tree"]["sites"])]
+        why = f"ran in {', '.join(ran)}" if ran else f"not run: {unreachable_reason(site)}"
+        print(f"  {label}: {why}")
+    support = {}
+    for entry in report["cases"]:
+        for record in entry["tree"]["sites"]:
+            if site_list.site_for(record["file"], record["scope"]) is None:
+                key = f"{record['function']} <- {record['file']}:{record['line']} {record['scope']}"
+                support.setdefault(key, entry["case"])
+    if support:
+        print("supporting code run (function <- caller: first case):")
+        for key, case in support.items():
+            print(f"  {key}: {case}")
+    for entry in report["cases"]:
+        if entry["problems"]:
+            print(f"\n{entry['case']}: " + "; ".join(entry["problems"]))
+            tail = entry["tree"].get("log_tail")
+            if tail and not entry["passed"]:
+                print("server log tail:\n" + tail)
+    status = "FAILED: " + ", ".join(report["failed"]) if report["failed"] else "all cases as expected"
+    print(f"\nsmoke: {status} ({report['seconds']:.0f} s)")

@@ -1,0 +1,209 @@
+"""The smoke matrix: each case is a set of server flags a user would pass, the models it
+serves and the requests it sends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .models import DrafterSpec, TargetSpec
+
+#: server flags every CPU server needs (see docs/smoke.md for why each)
+CPU_FLAGS = (
+    "--device", "cpu",
+    "--disable-cuda-graph",
+    "--max-total-tokens", "2048",
+    "--max-running-requests", "8",
+    "--mem-fraction-static", "0.1",
+    "--skip-server-warmup",
+    "--triton-attention-num-kv-splits", "1",
+    "--log-level", "info",
+)
+
+#: the speculative flags of a chain (topk 1) of three draft steps
+CHAIN = (
+    "--speculative-num-steps", "3",
+    "--speculative-eagle-topk", "1",
+    "--speculative-num-draft-tokens", "4",
+)
+V1 = ("--disable-overlap-schedule",)
+
+PROMPTS = (
+    (5, 77, 200, 301, 9, 40),
+    (100, 101, 7, 450, 3),
+    (300, 12, 13, 14, 400, 11, 500),
+)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One /generate call: prompts sent together (they batch), each with its own length."""
+
+    name: str
+    prompts: tuple[tuple[int, ...], ...]
+    max_new_tokens: tuple[int, ...]
+
+
+#: outputs long enough to accept several draft tokens
+LONG = Batch("long", PROMPTS, (16, 16, 16))
+#: every request finishes at its first verify (one token from prefill, then one verify)
+FIRST_VERIFY = Batch("first-verify", PROMPTS[:2], (2, 2))
+#: some requests finish while others go on
+SOME_FINISH = Batch("some-finish", PROMPTS, (2, 12, 5))
+SHAPES = (LONG, FIRST_VERIFY, SOME_FINISH)
+#: one request: under DP attention the other rank is idle
+ONE = Batch("one-request", PROMPTS[:1], (12,))
+#: what the run without speculation serves for every target
+ALL_BATCHES = SHAPES + (ONE,)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    description: str
+    #: --speculative-algorithm, or None for a run without speculation
+    algorithm: str | None
+    drafter: DrafterSpec | None
+    flags: tuple[str, ...]
+    batches: tuple[Batch, ...] = (LONG,)
+    target: TargetSpec = field(default_factory=TargetSpec)
+    dtype: str = "float32"
+    #: "serve", or "refuse": the server must exit non-zero with ``message`` in its output
+    expect: str = "serve"
+    message: str = ""
+    #: why this case is expected to fail on today's patched tree (empty: it must pass)
+    known_failure: str = ""
+    #: extra environment of the server
+    env: tuple[tuple[str, str], ...] = ()
+
+    def server_args(self, target_dir, drafter_dir) -> list[str]:
+        args = [
+            "--model-path", str(target_dir),
+            "--dtype", self.dtype,
+            "--attention-backend", "triton",
+            *CPU_FLAGS,
+        ]
+        if self.algorithm is not None:
+            args += [
+                "--speculative-algorithm", self.algorithm,
+                "--speculative-draft-model-path", str(drafter_dir),
+            ]
+        return args + list(self.flags)
+
+
+EAGLE3 = DrafterSpec(kind="eagle3", aux_layer_ids=(0, 1, 2))
+
+CASES: tuple[Case, ...] = (
+    Case(
+        "eagle3-v1",
+        "EAGLE-3, v1 worker (--disable-overlap-schedule), ids in eagle_config; all request shapes",
+        "EAGLE3", EAGLE3, CHAIN + V1, batches=SHAPES,
+    ),
+    Case(
+        "eagle3-v2",
+        "EAGLE-3, v2 (overlap) worker",
+        "EAGLE3", EAGLE3, CHAIN, batches=SHAPES,
+    ),
+    Case(
+        "eagle3-noaux-v1",
+        "EAGLE-3 drafter with eagle_config.use_aux_hidden_state: false (target's last hidden state)",
+        "EAGLE3",
+        DrafterSpec(kind="eagle3", aux_layer_ids=None, use_aux_hidden_state=False),
+        CHAIN + V1,
+    ),
+    Case(
+        "eagle3-toplevel-ids-v1",
+        "EAGLE-3 drafter declaring eagle_aux_hidden_state_layer_ids at the top level",
+        "EAGLE3",
+        DrafterSpec(kind="eagle3", aux_layer_ids=(0, 1, 2), ids_at="top"),
+        CHAIN + V1,
+    ),
+    Case(
+        "eagle3-topk2-v1",
+        "EAGLE-3, a tree: topk 2, 3 steps, 6 draft tokens",
+        "EAGLE3", EAGLE3,
+        ("--speculative-num-steps", "3", "--speculative-eagle-topk", "2",
+         "--speculative-num-draft-tokens", "6") + V1,
+    ),
+    Case(
+        "eagle-v1",
+        "EAGLE (an EAGLE-1 LlamaForCausalLMEagle drafter), v1 worker",
+        "EAGLE", DrafterSpec(kind="eagle"), CHAIN + V1,
+    ),
+    Case(
+        "standalone-v1",
+        "STANDALONE: a one-layer ordinary Llama drafting, v1 worker",
+        "STANDALONE", DrafterSpec(kind="standalone"), CHAIN + V1,
+    ),
+    Case(
+        "eagle3-fp16-drafter-bf16-target",
+        "EAGLE-3, float16 drafter on a bfloat16 target at --dtype auto (the Llama-3.1-8B "
+        "SpecForge pair's dtypes), v1 worker",
+        "EAGLE3",
+        DrafterSpec(kind="eagle3", aux_layer_ids=(0, 1, 2), dtype="float16"),
+        CHAIN + V1,
+        target=TargetSpec(dtype="bfloat16"),
+        dtype="auto",
+        known_failure="crashes at --dtype auto in 0.5.11 and the patch without issue 16; "
+        "with issue 16 it starts, but no bfloat16 model serves on this CPU: Triton's "
+        "interpreter has no bfloat16 scalar (decode_attention.py:127, "
+        "'InterpreterBuilder' object has no attribute 'get_bf16')",
+    ),
+    Case(
+        "eagle3-refused",
+        "EAGLE-3 drafter declaring num_aux_hidden_states: 2 for 3 layer ids: start-up "
+        "validation refuses it before the draft weights load",
+        "EAGLE3",
+        DrafterSpec(kind="eagle3", aux_layer_ids=(0, 1, 2), extra={"num_aux_hidden_states": 2}),
+        CHAIN + V1,
+        batches=(),
+        expect="refuse",
+        message="Invalid num_aux_hidden_states=2",
+    ),
+)
+
+QWEN3 = TargetSpec(architecture="Qwen3ForCausalLM")
+DP_ATTENTION = ("--tp", "2", "--dp", "2", "--enable-dp-attention")
+#: what DP attention takes on this CPU: one OpenMP thread per rank (model_runner.py refuses
+#: tp_size above the NUMA node count otherwise), no NCCL (the CUDA torch wheel ships one and
+#: PyNccl then calls torch.cuda.device on a CPU device), and the DP stand-ins
+DP_ENV = (
+    ("SGLANG_CPU_OMP_THREADS_BIND", "0|1"),
+    ("SGLANG_NCCL_SO_PATH", "/nonexistent/libnccl.so.2"),
+    ("SGLANG_EAGLE_SIZING_SMOKE_DP", "1"),
+)
+DP_FAILURE = (
+    "crashes on 0.5.11 and on the patch without issue 18 when a rank is idle: idle inputs "
+    "carry no kv_indptr for the Triton backend; serves with issue 18 merged (d7318fd)"
+)
+DP_V2_FAILURE = (
+    "crashes on 0.5.11, and with issue 18 merged (d7318fd) too: the v2 draft worker's "
+    "_draft_extend_for_decode runs forward_idle with an idle input whose kv_indptr is None "
+    "(triton_backend.py:304)"
+)
+
+CASES += (
+    Case(
+        "eagle3-dp-attention-v1",
+        "EAGLE-3, Qwen3 target, --tp 2 --dp 2 --enable-dp-attention, one request (rank dp1 "
+        "idle), v1 worker",
+        "EAGLE3", EAGLE3, CHAIN + V1 + DP_ATTENTION, batches=(ONE,), target=QWEN3,
+        env=DP_ENV, known_failure=DP_FAILURE,
+    ),
+    Case(
+        "eagle3-dp-attention-v2",
+        "EAGLE-3, Qwen3 target, --tp 2 --dp 2 --enable-dp-attention, one request (rank dp1 "
+        "idle), v2 worker",
+        "EAGLE3", EAGLE3, CHAIN + DP_ATTENTION, batches=(ONE,), target=QWEN3,
+        env=DP_ENV, known_failure=DP_V2_FAILURE,
+    ),
+)
+
+#: the subset CI runs (one server per case and tree: keep it small)
+CI_CASES = ("eagle3-v1", "eagle3-refused")
+
+
+def case_named(name: str) -> Case:
+    for case in CASES:
+        if case.name == name:
+            return case
+    raise KeyError(name)

@@ -1,0 +1,146 @@
+"""``smoke --pair DIR``: a real drafter/target pair shrunk to tiny scale, as a smoke case.
+
+``DIR`` holds ``draft/config.json`` and ``target/config.json`` (the layout of ``test/data/``
+and ``/work/shared/drafters/``). What decides sizing is kept: the ratio of the drafter's width
+to the target's, the aux layer ids (mapped into the tiny target's layers) and where they are
+declared, ``use_aux_hidden_state``, whether ``target_hidden_size`` is declared, the dtypes
+(served at ``--dtype auto``, as a user would), the number of draft layers, and the draft
+vocabulary's share of the target's. Targets: dense Llama, Qwen2 and Qwen3; any other is
+refused by name.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .cases import CHAIN, V1, Case
+from .models import HIDDEN, VOCAB, DrafterSpec, TargetSpec
+
+TARGETS = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+DRAFTERS = {
+    "LlamaForCausalLMEagle3": ("EAGLE3", "eagle3"),
+    "LlamaForCausalLMEagle": ("EAGLE", "eagle"),
+    "LlamaForCausalLM": ("STANDALONE", "standalone"),
+}
+TINY_LAYERS = 4
+#: the tiny target's depth when the drafter relies on SGLang's default capture
+DEFAULT_CAPTURE_LAYERS = 8
+
+
+class PairError(ValueError):
+    pass
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except OSError as exc:
+        raise PairError(f"{path}: cannot read it ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise PairError(f"{path}: not JSON ({exc})") from None
+
+
+def _dtype(config: dict, path: Path) -> str:
+    dtype = config.get("torch_dtype") or config.get("dtype") or "bfloat16"
+    if dtype not in ("float16", "bfloat16", "float32"):
+        raise PairError(f"{path}: torch_dtype {dtype!r} is not float16, bfloat16 or float32")
+    return dtype
+
+
+def _tiny_width(width: int) -> int:
+    """A multiple of 8 (4 heads of an even head_dim), at least 16."""
+    return max(16, int(round(width / 8)) * 8)
+
+
+def map_layer_id(layer_id: int, num_layers: int) -> int:
+    """A target layer index of ``num_layers`` mapped into the tiny target, where SGLang
+    captures ids 0 .. TINY_LAYERS - 2 (it reads the input of layer id + 1)."""
+    top = TINY_LAYERS - 2
+    if num_layers <= 2:
+        return min(layer_id, top)
+    return min(top, round(layer_id * top / (num_layers - 2)))
+
+
+def pair_case(folder: Path) -> Case:
+    folder = Path(folder)
+    target_path, draft_path = folder / "target" / "config.json", folder / "draft" / "config.json"
+    target, draft = _read(target_path), _read(draft_path)
+    target_arch = (target.get("architectures") or ["<none>"])[0]
+    if target_arch not in TARGETS:
+        raise PairError(
+            f"{target_path}: target architecture {target_arch} is not supported by --pair "
+            f"(dense {', '.join(TARGETS)} only)"
+        )
+    draft_arch = (draft.get("architectures") or ["<none>"])[0]
+    if draft_arch not in DRAFTERS:
+        raise PairError(
+            f"{draft_path}: draft architecture {draft_arch} is not supported by --pair "
+            f"({', '.join(DRAFTERS)} only)"
+        )
+    algorithm, kind = DRAFTERS[draft_arch]
+    for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
+        if not isinstance(target.get(key), int):
+            raise PairError(f"{target_path}: {key} missing or not an integer")
+    ratio = (draft.get("hidden_size") or target["hidden_size"]) / target["hidden_size"]
+    eagle_config = draft.get("eagle_config") or {}
+    nested_ids = eagle_config.get("eagle_aux_hidden_state_layer_ids")
+    top_ids = draft.get("eagle_aux_hidden_state_layer_ids")
+    ids = nested_ids if nested_ids is not None else top_ids
+    tiny_ids = (
+        tuple(map_layer_id(i, target["num_hidden_layers"]) for i in ids) if ids else None
+    )
+    draft_vocab = draft.get("draft_vocab_size")
+    tiny_draft_vocab = (
+        max(16, round(VOCAB * draft_vocab / target["vocab_size"])) if draft_vocab else None
+    )
+    target_dtype, draft_dtype = _dtype(target, target_path), _dtype(draft, draft_path)
+    served_as = ""
+    if target_dtype == draft_dtype == "bfloat16":
+        # Triton's interpreter (the attention kernels on a CPU) has no bfloat16 scalar; one
+        # dtype for both keeps what sizing sees (the draft's dtype is the target's)
+        target_dtype = draft_dtype = "float16"
+        served_as = " (bfloat16 served as float16: Triton's interpreter has no bfloat16)"
+    # Without declared ids SGLang captures the target's default layers [2, L // 2, L - 3]:
+    # three distinct layers only from L = 7 on (a 4-layer target gives [2, 2, 1], two layers,
+    # and fc gets 2/3 of its features). Such pairs get an 8-layer tiny target.
+    kind_needs_defaults = kind == "eagle3" and ids is None and eagle_config.get(
+        "use_aux_hidden_state", True
+    )
+    target_spec = TargetSpec(
+        architecture=target_arch,
+        dtype=target_dtype,
+        num_layers=DEFAULT_CAPTURE_LAYERS if kind_needs_defaults else TINY_LAYERS,
+    )
+    drafter = DrafterSpec(
+        kind=kind,
+        dtype=draft_dtype,
+        aux_layer_ids=tiny_ids,
+        ids_at="eagle_config" if nested_ids is not None else "top",
+        use_aux_hidden_state=eagle_config.get("use_aux_hidden_state"),
+        hidden_size=_tiny_width(HIDDEN * ratio),
+        num_layers=draft.get("num_hidden_layers", 1),
+        draft_vocab_size=tiny_draft_vocab if kind == "eagle3" else None,
+        declare_target_hidden_size="target_hidden_size" in draft,
+    )
+    known = ""
+    if draft_dtype != target_dtype:
+        known = (
+            f"a {draft_dtype} drafter on a {target_dtype} target at --dtype auto crashes in "
+            "0.5.11 and the patch without issue 16; a bfloat16 model does not serve on this "
+            "CPU anyway (Triton's interpreter has no bfloat16 scalar)"
+        )
+    return Case(
+        name=f"pair:{folder.name}",
+        description=(
+            f"{folder}: {target_arch} target ({target_dtype}), {draft_arch} drafter "
+            f"({draft_dtype}), width ratio {ratio:g}, aux ids {ids} -> {tiny_ids}, "
+            f"draft vocab {draft_vocab} -> {tiny_draft_vocab}{served_as}"
+        ),
+        algorithm=algorithm,
+        drafter=drafter,
+        flags=CHAIN + V1,
+        target=target_spec,
+        dtype="auto",
+        known_failure=known,
+    )

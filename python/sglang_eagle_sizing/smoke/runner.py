@@ -1,0 +1,231 @@
+"""Run smoke cases on a tree: build the models, serve, compare, record which sites ran."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+import time
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .. import sites as site_list
+from . import models
+from .cases import Batch, Case
+from .server import Server, ServerError, libcuda_stub, server_env
+
+START_TIMEOUT = 420.0
+REQUEST_TIMEOUT = 900.0
+REFUSE_TIMEOUT = 300.0
+
+
+def progress(message: str) -> None:
+    print(f"[smoke {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _key(obj) -> str:
+    return hashlib.sha256(json.dumps(asdict(obj), sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+@dataclass
+class Models:
+    """Built model folders under ``folder``, one per spec (reused within a run)."""
+
+    folder: Path
+
+    def target(self, spec: models.TargetSpec) -> Path:
+        path = self.folder / f"target-{_key(spec)}"
+        if not (path / "model.safetensors").exists():
+            models.build_target(spec, path)
+        return path
+
+    def drafter(self, spec: models.DrafterSpec, target: models.TargetSpec) -> Path:
+        path = self.folder / f"drafter-{spec.kind}-{_key(spec)}-{_key(target)}"
+        if not (path / "model.safetensors").exists():
+            models.build_drafter(spec, target, path)
+        return path
+
+
+def reference_tokens(target_dir: Path, batch: Batch, dtype: str) -> list[list[int]]:
+    """transformers' greedy ``generate`` for each prompt of ``batch``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(
+        target_dir, dtype=getattr(torch, dtype) if dtype != "auto" else "auto"
+    )
+    outputs = []
+    for prompt, new in zip(batch.prompts, batch.max_new_tokens):
+        ids = torch.tensor([list(prompt)])
+        out = model.generate(
+            ids, max_new_tokens=new, min_new_tokens=new, do_sample=False,
+            eos_token_id=None, pad_token_id=0,
+        )
+        outputs.append(out[0, len(prompt):].tolist())
+    return outputs
+
+
+@dataclass
+class Run:
+    """One server run of one case on one tree."""
+
+    case: str
+    tree: str
+    status: str = "not run"  # served | refused | crashed | error
+    outputs: dict = field(default_factory=dict)
+    accept_length: float | None = None
+    #: per batch name
+    accept_lengths: dict = field(default_factory=dict)
+    #: per batch name: seconds from the request to the last token (decode throughput)
+    batch_seconds: dict = field(default_factory=dict)
+    sites: list = field(default_factory=list)
+    seconds: float = 0.0
+    error: str = ""
+    log_tail: str = ""
+    log: str = ""
+
+
+def _accept_length(replies: list[dict]) -> float | None:
+    verify = sum(r["meta_info"].get("spec_verify_ct", 0) or 0 for r in replies)
+    tokens = sum(r["meta_info"]["completion_tokens"] for r in replies)
+    return tokens / verify if verify else None
+
+
+def serve_case(
+    root: Path,
+    tree_label: str,
+    case: Case,
+    built: Models,
+    workdir: Path,
+    cache: Path,
+    speculative: bool = True,
+) -> Run:
+    """Start a server for ``case`` (without its drafter if not ``speculative``) from the
+    ``sglang`` in ``root``, send every batch, stop it."""
+    name = case.name if speculative else f"{case.name}/no-spec"
+    run = Run(case=name, tree=tree_label)
+    target_dir = built.target(case.target)
+    drafter_dir = built.drafter(case.drafter, case.target) if case.drafter else None
+    folder = workdir / tree_label / name.replace("/", "-")
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    sites_file = folder / "sites.jsonl"
+    args = case.server_args(target_dir, drafter_dir)
+    if not speculative:
+        args = list(args)
+        cut = args.index("--speculative-algorithm") if "--speculative-algorithm" in args else None
+        if cut is not None:
+            args = args[:cut]
+        # a different attention kernel than the speculative run's: a stronger check
+        args[args.index("--attention-backend") + 1] = "torch_native"
+    env = dict(case.env)
+    if not speculative:
+        # the reference: the same target on one rank, without DP attention
+        for flag in ("--tp", "--dp"):
+            if flag in args:
+                del args[args.index(flag) : args.index(flag) + 2]
+        if "--enable-dp-attention" in args:
+            args.remove("--enable-dp-attention")
+        env = {}
+    server = Server(root, args, folder / "server.log", server_env(root, libcuda_stub(cache), sites_file, env))
+    run.log = str(server.log)
+    start = time.monotonic()
+    progress(f"{name} on {tree_label}: starting the server (log: {server.log})")
+    server.start()
+    try:
+        if speculative and case.expect == "refuse":
+            try:
+                server.wait_ready(REFUSE_TIMEOUT)
+                code = None
+            except ServerError:
+                code = server.process.poll()
+            run.log_tail = server.log_tail()
+            if code is None:
+                run.status, run.error = "served", "the server started instead of refusing"
+            elif code != 0:
+                run.status = "refused"
+                lines = [l for l in run.log_tail.splitlines() if case.message in l]
+                run.error = lines[-1].strip() if lines else f"exit code {code}"
+            else:
+                run.status, run.error = "error", "the server exited with code 0"
+            return run
+        server.wait_ready(START_TIMEOUT)
+        progress(f"{name} on {tree_label}: ready after {time.monotonic() - start:.0f} s")
+        replies_all = []
+        for batch in case.batches:
+            sent = time.monotonic()
+            replies = server.generate(
+                [list(p) for p in batch.prompts], list(batch.max_new_tokens), REQUEST_TIMEOUT
+            )
+            run.outputs[batch.name] = [r["output_ids"] for r in replies]
+            run.accept_lengths[batch.name] = _accept_length(replies)
+            run.batch_seconds[batch.name] = time.monotonic() - sent
+            replies_all += replies
+            progress(f"{name} on {tree_label}: batch {batch.name} done")
+        run.accept_length = _accept_length(replies_all) if speculative else None
+        run.status = "served"
+    except ServerError as exc:
+        run.status, run.error = "crashed", str(exc)
+        run.log_tail = server.log_tail()
+        error_lines = [l for l in run.log_tail.splitlines() if "Error" in l or "error" in l]
+        if error_lines:
+            run.error += f": {error_lines[-1].strip()}"
+    finally:
+        server.stop()
+        run.seconds = time.monotonic() - start
+        if sites_file.exists():
+            run.sites = [json.loads(l) for l in sites_file.read_text().splitlines() if l]
+    return run
+
+
+def site_hits(records: list[dict]) -> list[str]:
+    """The sizing sites (``file Class.method``) whose code called the contract."""
+    hits = []
+    for record in records:
+        site = site_list.site_for(record["file"], record["scope"])
+        if site is not None and record["function"].startswith("Eagle"):
+            label = f"{site.file} {site.scope}"
+            if label not in hits:
+                hits.append(label)
+    return hits
+
+
+def supporting_calls(records: list[dict]) -> list[str]:
+    calls = []
+    for record in records:
+        label = f"{record['function']} <- {record['file']}:{record['line']} {record['scope']}"
+        if label not in calls:
+            calls.append(label)
+    return calls
+
+
+def unreachable_reason(site: site_list.Site) -> str:
+    if "multi_layer" in site.file:
+        return "multi-layer EAGLE (MTP) worker: needs an MTP model (not in the matrix)"
+    if site.kind is site_list.Kind.BUFFER:
+        return "CUDA-graph buffer: CUDA graphs never run on a CPU (--disable-cuda-graph)"
+    if site.kind is site_list.Kind.METADATA_BUFFER:
+        return "PD disaggregation: needs a prefill and a decode server (not in the matrix)"
+    return (
+        "idle input: a single server never builds one; needs DP attention "
+        "(--tp 2 --dp 2 --enable-dp-attention), which crashes on 0.5.11 (issue 18)"
+    )
+
+
+def release_root(cache: Path) -> Path:
+    """A folder holding the unpatched ``sglang/`` of the 0.5.11 release wheel (extracted
+    once into the cache)."""
+    from ..wheel import cached_release_wheel
+
+    root = cache / "release-0.5.11"
+    if not (root / "sglang" / "srt").is_dir():
+        partial = cache / f"release-0.5.11.partial"
+        if partial.exists():
+            shutil.rmtree(partial)
+        with zipfile.ZipFile(cached_release_wheel()) as wheel:
+            wheel.extractall(partial, [n for n in wheel.namelist() if n.startswith("sglang/")])
+        partial.replace(root)
+    return root

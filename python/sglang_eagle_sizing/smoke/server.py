@@ -1,0 +1,239 @@
+"""Start an SGLang server from a given tree on the CPU, talk to it, and stop it for sure.
+
+Each server runs in its own process group (``start_new_session``); ``Server.stop`` kills the
+group (SIGTERM, then SIGKILL), and every server still running when this process exits, or is
+interrupted (SIGINT/SIGTERM), is stopped too. Ports are free ports of 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STANDINS = Path(__file__).resolve().parent / "standins"
+STUB_SOURCE = Path(__file__).resolve().parent / "libcuda_stub.c"
+
+_running: set["Server"] = set()
+
+
+def _stop_all(*_args) -> None:
+    for server in list(_running):
+        server.stop()
+
+
+def _on_signal(signum, frame) -> None:
+    """Stop every server, then unwind (so temporary folders go too)."""
+    _stop_all()
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise SystemExit(128 + signum)
+
+
+_handlers_installed = False
+
+
+def _install_handlers() -> None:
+    global _handlers_installed
+    if _handlers_installed:
+        return
+    atexit.register(_stop_all)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(signum, _on_signal)
+    _handlers_installed = True
+
+
+#: SGLang derives more ports from --port (its gRPC port is --port + 10000, which must stay
+#: below 65536), so the main port comes from this range
+PORT_RANGE = (20000, 45000)
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 in ``PORT_RANGE`` that nothing listens on now."""
+    import random
+
+    for _ in range(200):
+        port = random.randint(*PORT_RANGE)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise ServerError(f"no free port of 127.0.0.1 in {PORT_RANGE}")
+
+
+def libcuda_stub(cache: Path) -> Path:
+    """A folder holding ``libcuda.so.1`` built from ``libcuda_stub.c`` (once per cache):
+    ``sgl_kernel``'s extension, imported by ``mem_cache/memory_pool_host.py`` even on a
+    CPU, links CUDA driver symbols; every stub returns CUDA_ERROR_NO_DEVICE."""
+    folder = cache / "libcuda-stub"
+    library = folder / "libcuda.so.1"
+    if not library.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = folder / f"libcuda.so.1.{os.getpid()}"
+        subprocess.run(
+            ["gcc", "-shared", "-fPIC", "-o", str(partial), str(STUB_SOURCE)], check=True
+        )
+        partial.replace(library)
+    return folder
+
+
+def server_env(root: Path, stub: Path, sites_file: Path | None, extra: dict) -> dict:
+    """The environment of a CPU server running the ``sglang`` in ``root``."""
+    env = dict(os.environ)
+    paths = [str(STANDINS), str(root)]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        p for p in (str(stub), env.get("LD_LIBRARY_PATH", "")) if p
+    )
+    env.update(
+        SGLANG_EAGLE_SIZING_SMOKE="1",
+        # is_cpu() is true only with it; else rotary embedding imports vllm
+        SGLANG_USE_CPU_ENGINE="1",
+        # memory_pool.py runs a Triton kernel whenever speculation is on
+        TRITON_INTERPRET="1",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
+    if sites_file is not None:
+        env["SGLANG_EAGLE_SIZING_SMOKE_SITES"] = str(sites_file)
+    env.update(extra)
+    return env
+
+
+@dataclass(eq=False)
+class Server:
+    root: Path
+    args: list[str]
+    log: Path
+    env: dict
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable, "-m", "sglang.launch_server",
+            "--host", "127.0.0.1", "--port", str(self.port), *self.args,
+        ]
+
+    def start(self) -> None:
+        _install_handlers()
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.log, "w")
+        self.process = subprocess.Popen(
+            self.command(),
+            env=self.env,
+            cwd=self.log.parent,
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        handle.close()
+        _running.add(self)
+
+    def wait_exit(self, timeout: float) -> int | None:
+        """The exit code, or None if it still runs after ``timeout`` seconds."""
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            code = self.process.poll()
+            if code is not None:
+                raise ServerError(f"the server exited with code {code} while starting")
+            try:
+                with urllib.request.urlopen(self.url + "/model_info", timeout=5) as reply:
+                    if reply.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            time.sleep(1.0)
+        raise ServerError(f"the server was not ready after {timeout:.0f} s")
+
+    def generate(self, input_ids: list[list[int]], max_new_tokens: list[int], timeout: float) -> list[dict]:
+        """One /generate call with every prompt (they batch); greedy, EOS ignored."""
+        body = {
+            "input_ids": input_ids,
+            "sampling_params": [
+                {"temperature": 0.0, "max_new_tokens": n, "ignore_eos": True}
+                for n in max_new_tokens
+            ],
+        }
+        request = urllib.request.Request(
+            self.url + "/generate",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as reply:
+                result = json.loads(reply.read())
+        except (urllib.error.URLError, ConnectionError, OSError) as exc:
+            code = self.process.poll()
+            state = f"the server exited with code {code}" if code is not None else "no reply"
+            raise ServerError(f"/generate failed ({state}): {exc}") from None
+        return result if isinstance(result, list) else [result]
+
+    def stop(self) -> None:
+        process = self.process
+        if process is None:
+            return
+        if process.poll() is None or _group_alive(process.pid):
+            for signum, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+                try:
+                    os.killpg(process.pid, signum)
+                except ProcessLookupError:
+                    break
+                deadline = time.monotonic() + grace
+                while time.monotonic() < deadline and _group_alive(process.pid):
+                    process.poll()  # reap the leader, else it lingers as a zombie
+                    time.sleep(0.2)
+                if not _group_alive(process.pid):
+                    break
+        try:
+            process.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+        _running.discard(self)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(text[-lines:])
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class ServerError(Exception):
+    pass

@@ -1,0 +1,92 @@
+"""The smoke harness leaves no process or port behind: a server's whole process group goes when
+it is stopped, when the command exits and when it is interrupted. A stand-in command (a Python
+parent with a child) replaces ``launch_server``; no SGLang."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from sglang_eagle_sizing.smoke import server as smoke_server
+
+FAMILY = (
+    "import subprocess, sys, time\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+    "print(child.pid, flush=True)\n"
+    "time.sleep(120)\n"
+)
+
+
+class FamilyServer(smoke_server.Server):
+    def command(self):
+        return [sys.executable, "-c", FAMILY]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purposes
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def wait_for_child(log: Path) -> int:
+    for _ in range(100):
+        text = log.read_text().strip() if log.exists() else ""
+        if text:
+            return int(text.splitlines()[0])
+        time.sleep(0.1)
+    raise AssertionError("the stand-in server did not start its child")
+
+
+def test_stop_kills_the_whole_process_group(tmp_path):
+    server = FamilyServer(tmp_path, [], tmp_path / "server.log", dict(os.environ))
+    server.start()
+    child = wait_for_child(server.log)
+    assert alive(server.process.pid) and alive(child)
+    server.stop()
+    assert not alive(server.process.pid)
+    assert not alive(child)
+    assert server not in smoke_server._running
+
+
+def test_free_port_is_on_loopback_in_range():
+    port = smoke_server.free_port()
+    low, high = smoke_server.PORT_RANGE
+    assert low <= port <= high  # SGLang's gRPC port (+10000) must stay below 65536
+
+
+def test_interrupt_stops_the_servers_and_unwinds(tmp_path):
+    script = textwrap.dedent(
+        f"""
+        import os, signal, sys, time
+        from pathlib import Path
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_smoke_server import FamilyServer, wait_for_child
+        server = FamilyServer(Path({str(tmp_path)!r}), [], Path({str(tmp_path / 'server.log')!r}), dict(os.environ))
+        server.start()
+        print("CHILD", wait_for_child(server.log), "LEADER", server.process.pid, flush=True)
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(30)
+        except KeyboardInterrupt:
+            print("UNWOUND", flush=True)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    words = result.stdout.split()
+    assert "UNWOUND" in words, result.stdout + result.stderr
+    child, leader = int(words[words.index("CHILD") + 1]), int(words[words.index("LEADER") + 1])
+    assert not alive(child) and not alive(leader)
