@@ -113,7 +113,7 @@ def test_the_contract_and_choices_come_from_the_design_doc(printed):
     ]
     table = table[: next(i for i, line in enumerate(table) if "extend" in line) + 1]
     assert "\n".join(table) in description
-    assert "**Extend dtype: the draft's.**" in description
+    assert "**Extend dtype: the draft's, which is the target's.**" in description
 
 
 def test_how_it_was_tested_names_every_test_file(printed):

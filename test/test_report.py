@@ -15,9 +15,19 @@ def test_report_with_no_arguments(capsys):
     assert out.startswith("EAGLE hidden-state sizes, EAGLE3 (eagle_use_aux_hidden_state=True)")
     assert "decode phase (EagleDraftInput)" in out and "extend phase (EagleDraftExtendInput)" in out
     assert "settings: cuda_graph_max_bs=160" in out
-    # the v2 idle input took the target's bf16 in 0.5.11; the draft's fp16 now
-    v2_idle = next(line for line in out.splitlines() if "EAGLEWorkerV2.forward_batch_generation" in line)
-    assert "float16" in v2_idle and "! 4096 bfloat16" in v2_idle
+    # the fp16 drafter is now built in its bf16 target's dtype, and the report says so
+    draft_line = next(line for line in out.splitlines() if line.startswith("  draft "))
+    assert draft_line.endswith(
+        "float16; built in bfloat16, the target's dtype (--dtype auto; 0.5.11 built it in float16)"
+    )
+    # the v2 idle input took the target's bf16 in 0.5.11 and still does; the v2 graph
+    # buffer took the draft's fp16 and now takes bf16
+    lines = [line.split() for line in out.splitlines() if line.startswith("  v2 ")]
+    v2_idle = next(row for row in lines if row[1] == "EAGLEWorkerV2.forward_batch_generation")
+    assert v2_idle[2:] == ["4096", "bfloat16", "-", "same"]
+    v2_graph = next(row for row in lines if row[1] == "EAGLEDraftCudaGraphRunner.__init__")
+    assert v2_graph[2:4] == ["4096", "bfloat16"] and v2_graph[6:8] == ["!", "4096"]
+    assert v2_graph[8] == "float16"
     assert "site values differ from 0.5.11 (marked !)" in out
 
 
@@ -32,9 +42,12 @@ def test_report_json_round_trips_and_counts_buffer_bytes(tree, capsys):
     rows = {(r["worker"], r["site"], r["occurrence"]): r for r in report["sites"]}
     extend = rows[("v1", "EAGLEDraftExtendCudaGraphRunner.__init__", 0)]
     tokens = settings["cuda_graph_max_bs"] * (settings["speculative_num_steps"] + 1)
-    assert extend["width"] == 3 * 4096 and extend["dtype"] == "torch.float16"
-    assert extend["bytes"] == tokens * 3 * 4096 * 2
-    assert extend["differs_from_pristine"] is False
+    # built in the target's bf16 now, the drafter's fp16 in 0.5.11 (same bytes)
+    assert extend["width"] == 3 * 4096 and extend["dtype"] == "torch.bfloat16"
+    assert extend["pristine"]["dtype"] == "torch.float16"
+    assert extend["bytes"] == extend["pristine"]["bytes"] == tokens * 3 * 4096 * 2
+    assert extend["differs_from_pristine"] is True
+    assert report["draft"]["dtype"] == "torch.float16" and report["draft_built_dtype"] == "torch.bfloat16"
     multi_layer = rows[("v2 multi-layer", "MultiLayerEagleDraftExtendCudaGraphRunner.init_buffers_and_capture", 0)]
     assert multi_layer["pristine"]["width"] == 4096 and multi_layer["width"] == 3 * 4096
     assert multi_layer["differs_from_pristine"] is True

@@ -69,9 +69,11 @@ This PR states the contract once. `EagleDraftInput` (decode phase) and the new
 `dtype_for(worker)`; every EAGLE worker reads its drafter's config and validates it against the
 target before the draft model loads, and keeps `eagle_use_aux_hidden_state` and
 `eagle_num_aux_hidden_states` from one parser (which reads the aux layer ids wherever the drafter
-declares them, as the target's capture does); every idle input, CUDA-graph buffer and PD metadata
-buffer is sized through the classmethods, and the prefill and decode servers size the PD
-hidden-state buffer under one condition."""
+declares them, as the target's capture does); at `--dtype auto` a drafter whose config gives
+another dtype than the target's (e.g. a float16 EAGLE-3 drafter on a bfloat16 target, which
+crashed at the first request) is built in the target's dtype, with one log line; every idle
+input, CUDA-graph buffer and PD metadata buffer is sized through the classmethods, and the
+prefill and decode servers size the PD hidden-state buffer under one condition."""
 
 #: What the rules' other findings (not sizing sites) stand for; an unknown label is shown as is.
 OTHER_CHANGES = {
@@ -79,7 +81,8 @@ OTHER_CHANGES = {
     "decode-contract": "`hidden_size_for` / `dtype_for` classmethods (decode phase)",
     "extend-contract": "new class with `hidden_size_for` / `dtype_for` (extend phase)",
     "aux-flag": "drafter config read and validated before the draft model is built; "
-    "`eagle_use_aux_hidden_state` and `eagle_num_aux_hidden_states` parsed once",
+    "`eagle_use_aux_hidden_state` and `eagle_num_aux_hidden_states` parsed once; the "
+    "draft model's dtype decided (`get_eagle_draft_dtype`)",
     "draft_runner": "exposes `draft_runner`, the runner the classmethods resolve",
     "annotation": "quoted annotation of a name imported only under `TYPE_CHECKING`",
     "idle-attention": "idle input with empty attention index pointers (`kv_indptr`, "
