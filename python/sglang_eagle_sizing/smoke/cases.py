@@ -143,10 +143,29 @@ CASES: tuple[Case, ...] = (
         CHAIN + V1,
         target=TargetSpec(dtype="bfloat16"),
         dtype="auto",
-        known_failure="crashes at --dtype auto in 0.5.11 and the patch without issue 16; "
-        "with issue 16 it starts, but no bfloat16 model serves on this CPU: Triton's "
-        "interpreter has no bfloat16 scalar (decode_attention.py:127, "
-        "'InterpreterBuilder' object has no attribute 'get_bf16')",
+        known_failure="0.5.11 crashes at the drafter's fc (BFloat16 != Half); the patch builds "
+        "the drafter in bfloat16 and serves past it, but no bfloat16 model serves on this CPU: "
+        "Triton's interpreter has no bfloat16 scalar (decode_attention.py:127, "
+        "'InterpreterBuilder' object has no attribute 'get_bf16'); the mirror pair below serves",
+    ),
+    Case(
+        "eagle3-bf16-drafter-fp16-target-v1",
+        "EAGLE-3, bfloat16 drafter on a float16 target at --dtype auto (the same mismatch, "
+        "mirrored so that the model the patch builds can run on this CPU), v1 worker",
+        "EAGLE3",
+        DrafterSpec(kind="eagle3", aux_layer_ids=(0, 1, 2), dtype="bfloat16"),
+        CHAIN + V1,
+        target=TargetSpec(dtype="float16"),
+        dtype="auto",
+    ),
+    Case(
+        "eagle3-bf16-drafter-fp16-target-v2",
+        "EAGLE-3, bfloat16 drafter on a float16 target at --dtype auto, v2 (overlap) worker",
+        "EAGLE3",
+        DrafterSpec(kind="eagle3", aux_layer_ids=(0, 1, 2), dtype="bfloat16"),
+        CHAIN,
+        target=TargetSpec(dtype="float16"),
+        dtype="auto",
     ),
     Case(
         "eagle3-refused",
@@ -171,30 +190,21 @@ DP_ENV = (
     ("SGLANG_NCCL_SO_PATH", "/nonexistent/libnccl.so.2"),
     ("SGLANG_EAGLE_SIZING_SMOKE_DP", "1"),
 )
-DP_FAILURE = (
-    "crashes on 0.5.11 and on the patch without issue 18 when a rank is idle: idle inputs "
-    "carry no kv_indptr for the Triton backend; serves with issue 18 merged (d7318fd)"
-)
-DP_V2_FAILURE = (
-    "crashes on 0.5.11, and with issue 18 merged (d7318fd) too: the v2 draft worker's "
-    "_draft_extend_for_decode runs forward_idle with an idle input whose kv_indptr is None "
-    "(triton_backend.py:304)"
-)
-
 CASES += (
     Case(
         "eagle3-dp-attention-v1",
         "EAGLE-3, Qwen3 target, --tp 2 --dp 2 --enable-dp-attention, one request (rank dp1 "
-        "idle), v1 worker",
-        "EAGLE3", EAGLE3, CHAIN + V1 + DP_ATTENTION, batches=(ONE,), target=QWEN3,
-        env=DP_ENV, known_failure=DP_FAILURE,
+        "idle) and three (ranks go idle as theirs finish), v1 worker; 0.5.11 crashes: its idle "
+        "inputs carry no kv_indptr for the Triton backend",
+        "EAGLE3", EAGLE3, CHAIN + V1 + DP_ATTENTION, batches=(ONE, SOME_FINISH),
+        target=QWEN3, env=DP_ENV,
     ),
     Case(
         "eagle3-dp-attention-v2",
         "EAGLE-3, Qwen3 target, --tp 2 --dp 2 --enable-dp-attention, one request (rank dp1 "
-        "idle), v2 worker",
-        "EAGLE3", EAGLE3, CHAIN + DP_ATTENTION, batches=(ONE,), target=QWEN3,
-        env=DP_ENV, known_failure=DP_V2_FAILURE,
+        "idle) and three, v2 worker; 0.5.11 crashes as v1 does",
+        "EAGLE3", EAGLE3, CHAIN + DP_ATTENTION, batches=(ONE, SOME_FINISH),
+        target=QWEN3, env=DP_ENV,
     ),
 )
 

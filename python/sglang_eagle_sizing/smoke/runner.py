@@ -210,8 +210,8 @@ def unreachable_reason(site: site_list.Site) -> str:
     if site.kind is site_list.Kind.METADATA_BUFFER:
         return "PD disaggregation: needs a prefill and a decode server (not in the matrix)"
     return (
-        "idle input: a single server never builds one; needs DP attention "
-        "(--tp 2 --dp 2 --enable-dp-attention), which crashes on 0.5.11 (issue 18)"
+        "idle input: a single server never builds one; only a rank under DP attention "
+        "(--tp 2 --dp 2 --enable-dp-attention) whose batch goes idle does"
     )
 
 
