@@ -100,7 +100,7 @@ def test_check_lists_paths_from_where_it_runs_and_ends_with_the_fix(
     assert err.splitlines() == [
         (
             "checked SGLang 0.5.11 (git tag v0.5.11) at python/sglang: 14 sizing sites to "
-            "route, 10 supporting changes to make, 2 fork test files to add"
+            "route, 16 supporting changes to make, 2 fork test files to add"
         ),
         "to fix, run: sglang-eagle-sizing apply .",
     ]

@@ -449,3 +449,134 @@ def test_check_source_rewrites_nothing_and_reports_original_lines():
     """)
     findings = check_source("speculative/eagle_worker.py", source, RULES)
     assert [(f.line, f.label) for f in findings if f.label != "import"] == [(4, "decode")]
+
+
+# -- idle inputs carry what the attention backends read (rules/idle_attention.py) ----------
+IDLE_INPUTS_BEFORE = '''
+@dataclass
+class EagleVerifyInput:
+    draft_token: torch.Tensor
+    num_tokens_per_req: int = -1
+
+    @classmethod
+    def create_idle_input(cls, topk: int, spec_steps: int, num_verify_tokens: int):
+        return cls(
+            draft_token=torch.empty((0,), dtype=torch.long, device="cuda"),
+            retrieve_index=torch.full(
+                (0, num_verify_tokens), -1, dtype=torch.long, device="cuda"
+            ),
+            topk=topk,
+        )
+
+
+@dataclass
+class EagleDraftInput:
+    kv_indptr: torch.Tensor = None
+
+    @classmethod
+    def create_idle_input(cls, device: torch.device, topk: int):
+        return cls(
+            topk_p=torch.empty((0, topk), device=device, dtype=torch.float32),
+        )
+'''
+
+IDLE_INPUTS_AFTER = '''
+@dataclass
+class EagleVerifyInput:
+    draft_token: torch.Tensor
+    num_tokens_per_req: int = -1
+
+    # Inputs for the attention backends of an idle batch (see create_idle_input)
+    kv_indptr: Optional[torch.Tensor] = None
+    kv_indices: Optional[torch.Tensor] = None
+
+    @classmethod
+    def create_idle_input(
+        cls, topk: int, spec_steps: int, num_verify_tokens: int, device: torch.device
+    ):
+        """An input for a batch without requests.
+
+        Under DP attention an idle batch is padded to the size the other ranks agreed on,
+        and the padded batch re-initialises the attention metadata. The Triton and
+        FlashInfer backends read a speculative batch's KV layout from ``kv_indptr`` and
+        ``kv_indices``: an idle input describes no rows and no KV indices.
+        """
+        return cls(
+            draft_token=torch.empty((0,), dtype=torch.long, device=device),
+            retrieve_index=torch.full(
+                (0, num_verify_tokens), -1, dtype=torch.long, device=device
+            ),
+            topk=topk,
+            kv_indptr=torch.zeros((1,), dtype=torch.int32, device=device),
+            kv_indices=torch.empty((0,), dtype=torch.int32, device=device),
+        )
+
+
+@dataclass
+class EagleDraftInput:
+    kv_indptr: torch.Tensor = None
+
+    @classmethod
+    def create_idle_input(cls, device: torch.device, topk: int):
+        """An input for a batch without requests.
+
+        Under DP attention an idle batch is padded to the size the other ranks agreed on,
+        and the padded batch re-initialises the attention metadata. The Triton and
+        FlashInfer backends read a speculative batch's KV layout from ``kv_indptr`` and
+        ``kv_indices``: an idle input describes no rows and no KV indices.
+        """
+        return cls(
+            topk_p=torch.empty((0, topk), device=device, dtype=torch.float32),
+            kv_indptr=torch.zeros((1,), dtype=torch.int32, device=device),
+            kv_indices=torch.empty((0,), dtype=torch.int32, device=device),
+        )
+'''
+
+
+def test_idle_inputs_get_empty_index_pointers_and_the_verify_input_a_device():
+    from sglang_eagle_sizing.rules.idle_attention import IdleAttentionRule
+
+    after, findings = rewrite("speculative/eagle_info.py", IDLE_INPUTS_BEFORE, IdleAttentionRule)
+    assert after == IDLE_INPUTS_AFTER
+    assert [(f.line, f.scope, f.label, f.status) for f in findings] == [
+        (8, "EagleVerifyInput.create_idle_input", "idle-attention", "unrouted"),
+        (23, "EagleDraftInput.create_idle_input", "idle-attention", "unrouted"),
+    ]
+    again, findings = rewrite("speculative/eagle_info.py", after, IdleAttentionRule)
+    assert again == after and {f.status for f in findings} == {"routed"}
+
+
+def test_idle_input_with_one_of_the_index_pointers_is_an_error():
+    from sglang_eagle_sizing.rules.idle_attention import IdleAttentionRule
+
+    half = IDLE_INPUTS_BEFORE.replace(
+        "            topk_p=", "            kv_indptr=None,\n            topk_p="
+    )
+    with pytest.raises(RewriteError, match="eagle_info.py:23: .*sets kv_indptr but not all"):
+        rewrite("speculative/eagle_info.py", half, IdleAttentionRule)
+
+
+def test_verify_idle_input_callers_pass_their_device():
+    from sglang_eagle_sizing.rules.idle_attention import IdleAttentionRule
+
+    before = """
+    class EAGLEWorker:
+        def draft(self, batch):
+            if batch.forward_mode.is_idle():
+                return EagleVerifyInput.create_idle_input(
+                    self.topk,
+                    self.speculative_num_steps,
+                    self.speculative_num_draft_tokens,
+                )
+    """
+    after, findings = rewrite("speculative/eagle_worker.py", before, IdleAttentionRule)
+    assert after == textwrap.dedent(before).replace(
+        "draft_tokens,\n", "draft_tokens,\n                device=self.device,\n"
+    )
+    assert [(f.line, f.label, f.status) for f in findings] == [(5, "idle-device", "unrouted")]
+    assert_idempotent("speculative/eagle_worker.py", after, IdleAttentionRule)
+
+    unknown = before.replace("def draft(", "def draft_something_new(")
+    after, findings = rewrite("speculative/eagle_worker.py", unknown, IdleAttentionRule)
+    assert after == textwrap.dedent(unknown)
+    assert [(f.scope, f.status) for f in findings] == [("EAGLEWorker.draft_something_new", "unknown")]

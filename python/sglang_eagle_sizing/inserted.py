@@ -369,3 +369,31 @@ class EagleDraftExtendInput(EagleDraftInput):
         """
         return get_draft_runner(worker).model_config.dtype
 '''
+
+#: The docstring ``EagleDraftInput.create_idle_input`` and ``EagleVerifyInput.create_idle_input``
+#: get, with the two keyword arguments below added to the ``cls(...)`` they return.
+IDLE_INPUT_DOCSTRING = '''
+"""An input for a batch without requests.
+
+Under DP attention an idle batch is padded to the size the other ranks agreed on,
+and the padded batch re-initialises the attention metadata. The Triton and
+FlashInfer backends read a speculative batch's KV layout from ``kv_indptr`` and
+``kv_indices``: an idle input describes no rows and no KV indices.
+"""
+'''
+
+#: The attention index pointers of an idle input: one zero (no rows) and no KV indices, on the
+#: ``device`` the method is given.
+IDLE_ATTENTION_KWARGS = (
+    ("kv_indptr", "torch.zeros((1,), dtype=torch.int32, device=device)"),
+    ("kv_indices", "torch.empty((0,), dtype=torch.int32, device=device)"),
+)
+
+#: Fields ``EagleVerifyInput`` gets (shown in its class), after its last field: what the
+#: attention backends read of an idle verify input.
+VERIFY_ATTENTION_FIELDS = '''
+class EagleVerifyInput:
+    # Inputs for the attention backends of an idle batch (see create_idle_input)
+    kv_indptr: Optional[torch.Tensor] = None
+    kv_indices: Optional[torch.Tensor] = None
+'''

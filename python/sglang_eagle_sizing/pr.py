@@ -82,6 +82,10 @@ OTHER_CHANGES = {
     "`eagle_use_aux_hidden_state` and `eagle_num_aux_hidden_states` parsed once",
     "draft_runner": "exposes `draft_runner`, the runner the classmethods resolve",
     "annotation": "quoted annotation of a name imported only under `TYPE_CHECKING`",
+    "idle-attention": "idle input with empty attention index pointers (`kv_indptr`, "
+    "`kv_indices`), which a padded idle batch under DP attention reads",
+    "idle-device": "passes the worker's device to `EagleVerifyInput.create_idle_input` "
+    "(was hard-coded `cuda`)",
 }
 
 

@@ -10,6 +10,7 @@ from .disaggregation import MetadataBufferRule
 from .draft_runner import DraftRunnerRule
 from .extend_idle import ExtendIdleRule
 from .graph_buffers import BufferRule
+from .idle_attention import IdleAttentionRule
 from .idle_inputs import IdleInputRule
 from .imports import ImportRule
 from .target_capture import TargetCaptureRule
@@ -20,6 +21,7 @@ RULES = (
     AuxFlagRule,
     IdleInputRule,
     ExtendIdleRule,
+    IdleAttentionRule,
     BufferRule,
     MetadataBufferRule,
     TargetCaptureRule,
