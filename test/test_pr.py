@@ -127,7 +127,7 @@ def test_how_it_was_tested_says_which_tests_the_pr_adds_and_where_they_run(print
     description = _description(printed)
     section = description.split("## How it was tested", 1)[1]
     cpu = "- `test/registered/unit/speculative/test_eagle_hidden_sizing.py` (CPU suite `stage-a-test-cpu`): run here"
-    cuda = "- `test/registered/spec/eagle/test_eagle_hidden_sizing_e2e.py` (CUDA suite `stage-b-test-1-gpu-small`): **not run here** (no GPU)"
+    cuda = "- `test/registered/spec/eagle/test_eagle_hidden_sizing_e2e.py` (CUDA suite `stage-b-test-2-gpu-large`): **not run here** (no GPU)"
     assert cpu in section and cuda in section
 
 

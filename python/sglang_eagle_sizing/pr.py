@@ -241,8 +241,9 @@ def added_tests() -> list[str]:
         if run_here:
             ran = (
                 "run here with `python3` on the patched tree, and shown to fail on "
-                "every mutant of it (one site put back to 0.5.11, or one rule broken; "
-                "the table is sglang-eagle-sizing's docs/fork-tests.md)"
+                "every mutant of it (a site put back to 0.5.11, a rule or a path "
+                "around the sites broken) and to pass on an unrelated change; the "
+                "table is sglang-eagle-sizing's docs/fork-tests.md"
             )
         else:
             ran = (

@@ -1,18 +1,35 @@
-"""Import the fork's GPU end-to-end test file and print, as JSON, the server it would launch.
+"""Import the fork's GPU end-to-end test file and print, as JSON, the servers it would launch.
 
 Runs with the patched SGLang first on the path and the libcuda stub loaded (``create_worker``
 imports the worker modules). Usage: ``python e2e_server_args_probe.py E2E_TEST_FILE``.
 
-For the v1 and the v2 server: the launch arguments the file builds, parsed by SGLang's own
-``ServerArgs`` command line; the environment it sets, as SGLang's ``envs`` reads it; and the
-worker class ``SpeculativeAlgorithm.create_worker`` picks for those arguments.
+For each server class of the file: the launch arguments (EagleServerBase's speculative
+arguments from the class attributes, then the class's extra arguments) parsed by SGLang's own
+``ServerArgs`` command line, and the worker class ``SpeculativeAlgorithm.create_worker`` picks
+for them. ``ServerArgs.__post_init__`` is not run: it needs an accelerator.
 """
 
 import argparse
 import importlib.util
+import inspect
 import json
-import os
 import sys
+
+
+def launch_argv(cls, extra_args):
+    """What EagleServerBase.setUpClass passes popen_launch_server, as a command line."""
+    speculative = {
+        "speculative-algorithm": cls.spec_algo,
+        "speculative-draft-model-path": cls.draft_model,
+        "speculative-num-steps": cls.spec_steps,
+        "speculative-eagle-topk": cls.spec_topk,
+        "speculative-num-draft-tokens": cls.spec_tokens,
+        "mem-fraction-static": cls.mem_fraction_static,
+    }
+    argv = ["--model-path", cls.target_model]
+    for name, value in speculative.items():
+        argv.append(f"--{name}={value}")
+    return argv + list(extra_args)
 
 
 def main() -> None:
@@ -20,42 +37,37 @@ def main() -> None:
     e2e = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(e2e)
 
-    from sglang.srt.environ import envs
     from sglang.srt.server_args import ServerArgs
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    from sglang.test.server_fixtures.eagle_fixture import EagleServerBase
 
     out = {"module_file": e2e.__file__, "servers": {}}
-    for spec_v2 in (False, True):
+    for name, cls in inspect.getmembers(e2e, inspect.isclass):
+        if not (issubclass(cls, EagleServerBase) and name.startswith("Test")):
+            continue
         parser = argparse.ArgumentParser()
         ServerArgs.add_cli_args(parser)
-        args = parser.parse_args(
-            ["--model-path", e2e.DEFAULT_TARGET_MODEL_EAGLE3, *e2e.eagle3_server_args(spec_v2)]
-        )
-        env = e2e.eagle3_server_env(spec_v2)
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            spec_v2_enabled = envs.SGLANG_ENABLE_SPEC_V2.get()
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+        args = parser.parse_args(launch_argv(cls, e2e.dp_attention_server_args(cls.spec_v2)))
         algorithm = SpeculativeAlgorithm.from_string(args.speculative_algorithm)
-        out["servers"]["v2" if spec_v2 else "v1"] = {
+        out["servers"][name] = {
+            "spec_v2": cls.spec_v2,
             "model_path": args.model_path,
             "speculative_algorithm": args.speculative_algorithm,
             "speculative_draft_model_path": args.speculative_draft_model_path,
             "speculative_eagle_topk": args.speculative_eagle_topk,
+            "dtype": args.dtype,
+            "tp_size": args.tensor_parallel_size,
+            "dp_size": args.data_parallel_size,
+            "enable_dp_attention": args.enable_dp_attention,
             "disable_overlap_schedule": args.disable_overlap_schedule,
             "disable_cuda_graph": args.disable_cuda_graph,
             "cuda_graph_max_bs": args.cuda_graph_max_bs,
             "max_running_requests": args.max_running_requests,
-            "env_spec_v2": spec_v2_enabled,
             "worker": algorithm.create_worker(args).__name__,
+            "tear_down_waits": "wait_timeout" in inspect.getsource(cls.tearDownClass),
         }
     out["defaults"] = [e2e.DEFAULT_TARGET_MODEL_EAGLE3, e2e.DEFAULT_DRAFT_MODEL_EAGLE3]
+    out["request_timeout"] = e2e.REQUEST_TIMEOUT
     print("PROBE-JSON " + json.dumps(out))
 
 

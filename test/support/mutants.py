@@ -53,6 +53,8 @@ class Mutant:
     #: the changed file, relative to srt/
     file: str
     text: str
+    #: a site mutant's kind (``sites.Kind`` value); empty for the other families
+    kind: str = ""
 
 
 # -- finding things with ast ------------------------------------------------------------------
@@ -226,6 +228,7 @@ def site_mutants(pristine_srt: Path, patched_srt: Path) -> list[Mutant]:
                     f"width `{_shorten(width)}`",
                     file=site.file,
                     text=_checked(text, name),
+                    kind=site.kind.value,
                 )
             )
     return mutants
@@ -551,11 +554,216 @@ def start_up_mutants(pristine_srt: Path, patched_srt: Path) -> list[Mutant]:
     return mutants
 
 
+# -- path mutants: the code around the sites (issue 14's table) -------------------------------
+
+
+def _replace_in_function(
+    text: str, qualified: str, old: str, new: str, count: int = 1, first: int = -1
+) -> str:
+    """``text`` with ``old`` replaced by ``new`` inside ``qualified`` only; ``old`` must
+    occur exactly ``count`` times there; ``first``: replace only the first n."""
+    function = _function(ast.parse(text), qualified)
+    start, end = _span(text, function)
+    body = text[start:end]
+    if body.count(old) != count:
+        raise MutantError(f"{qualified}: {old!r} found {body.count(old)} times, not {count}")
+    return text[:start] + body.replace(old, new, first) + text[end:]
+
+
+def _drop_call_statement(text: str, qualified: str, callee: str) -> str:
+    """Remove the statement of ``qualified`` that calls ``callee``."""
+    function = _function(ast.parse(text), qualified)
+    for node in ast.walk(function):
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Call)
+            and ast.unparse(node.value.func) == callee
+        ):
+            return _replace_statements(text, [node], "pass")
+    raise MutantError(f"{qualified}: no statement calls {callee}")
+
+
+def _drop_assignment_of(text: str, qualified: str, callee: str) -> str:
+    """Remove the assignment of ``qualified`` whose value calls ``callee``."""
+    function = _function(ast.parse(text), qualified)
+    for node in ast.walk(function):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and ast.unparse(node.value.func) == callee
+        ):
+            return _replace_statements(text, [node], "pass")
+    raise MutantError(f"{qualified}: no assignment calls {callee}")
+
+
+PD_CONDITION_TEXT = (
+    "if self.spec_algorithm.is_eagle()\n"
+    "                    or self.spec_algorithm.is_standalone()\n"
+)
+
+#: (name, description, file under srt/, how to build it from that file's patched text)
+PATH_MUTATIONS = [
+    (
+        "target capture: layer ids shifted by one",
+        "ModelRunner.__init__ tells the target to capture each of the drafter's layer ids + 1",
+        "model_executor/model_runner.py",
+        lambda t: _replace_in_function(
+            t,
+            "ModelRunner.__init__",
+            "get_eagle_aux_hidden_state_layer_ids(draft_model_config.hf_config)",
+            "[i + 1 for i in get_eagle_aux_hidden_state_layer_ids("
+            "draft_model_config.hf_config) or []] or None",
+        ),
+    ),
+    (
+        "target capture: off without eagle_config",
+        "ModelRunner.__init__ turns aux capture off for a drafter without eagle_config",
+        "model_executor/model_runner.py",
+        lambda t: _replace_in_function(
+            t,
+            "ModelRunner.__init__",
+            "self.eagle_use_aux_hidden_state = parse_eagle_use_aux_hidden_state(\n"
+            "                self.spec_algorithm, draft_model_config.hf_config\n"
+            "            )",
+            "self.eagle_use_aux_hidden_state = parse_eagle_use_aux_hidden_state(\n"
+            "                self.spec_algorithm, draft_model_config.hf_config\n"
+            "            ) and getattr(draft_model_config.hf_config, 'eagle_config', None) is not None",
+        ),
+    ),
+    (
+        "PD buffers: both from the target worker",
+        "Scheduler.init_disaggregation sizes both servers' buffers from self.tp_worker "
+        "(they still agree)",
+        "managers/scheduler.py",
+        lambda t: _replace_in_function(
+            t, "Scheduler.init_disaggregation", "(self.draft_worker)", "(self.tp_worker)", 4
+        ),
+    ),
+    (
+        "PD buffers: decode side drops STANDALONE",
+        "the decode server's buffer sizes STANDALONE's slot at 16 float32 (width and "
+        "dtype alike), the prefill server's at the draft's",
+        "managers/scheduler.py",
+        lambda t: _replace_in_function(
+            t,
+            "Scheduler.init_disaggregation",
+            PD_CONDITION_TEXT,
+            "if self.spec_algorithm.is_eagle()\n",
+            count=4,
+            first=2,  # the decode server's buffer comes first: its width and dtype
+        ),
+    ),
+    (
+        "start-up: MultiLayerEagleWorker skips validation",
+        "MultiLayerEagleWorker.__init__ no longer calls validate_eagle_draft_config",
+        "speculative/multi_layer_eagle_worker.py",
+        lambda t: _drop_call_statement(
+            t, "MultiLayerEagleWorker.__init__", "validate_eagle_draft_config"
+        ),
+    ),
+    (
+        "start-up: EagleDraftWorker counts the target's layers",
+        "EagleDraftWorker.__init__ reads the number of aux layers from the target's config",
+        "speculative/eagle_worker_v2.py",
+        lambda t: _replace_in_function(
+            t,
+            "EagleDraftWorker.__init__",
+            "get_eagle_num_aux_hidden_states(\n            draft_model_config.hf_config\n",
+            "get_eagle_num_aux_hidden_states(\n"
+            "            self.target_worker.model_config.hf_config\n",
+        ),
+    ),
+    (
+        "idle: EAGLEWorker keeps verify's idle input",
+        "EAGLEWorker.forward_draft_extend_after_decode rebuilds only an input that became "
+        "idle there (0.5.11's condition), not the one verify made",
+        "speculative/eagle_worker.py",
+        lambda t: _replace_in_function(
+            t,
+            "EAGLEWorker.forward_draft_extend_after_decode",
+            "        if batch.forward_mode.is_idle():\n",
+            "        if not input_is_idle and batch.forward_mode.is_idle():\n",
+        ),
+    ),
+    (
+        "start-up: EAGLE drafters keep their own dtype",
+        "get_eagle_draft_dtype keeps --dtype auto: a float16 drafter on a bfloat16 target "
+        "is built in float16 (issue 16's decision undone)",
+        "speculative/eagle_info.py",
+        lambda t: _with_body(t, "get_eagle_draft_dtype", "return server_args_dtype"),
+    ),
+    (
+        "start-up: EagleDraftWorker ignores the dtype decision",
+        "EagleDraftWorker.__init__ no longer sets server_args.dtype from "
+        "get_eagle_draft_dtype",
+        "speculative/eagle_worker_v2.py",
+        lambda t: _drop_assignment_of(
+            t, "EagleDraftWorker.__init__", "get_eagle_draft_dtype"
+        ),
+    ),
+    (
+        "idle: no attention indices",
+        "EagleDraftInput.create_idle_input leaves kv_indptr and kv_indices None (issue "
+        "18's change undone for every decode and extend idle input)",
+        "speculative/eagle_info.py",
+        lambda t: _replace_in_function(
+            _replace_in_function(
+                t,
+                "EagleDraftInput.create_idle_input",
+                "kv_indptr=torch.zeros((1,), dtype=torch.int32, device=device)",
+                "kv_indptr=None",
+            ),
+            "EagleDraftInput.create_idle_input",
+            "kv_indices=torch.empty((0,), dtype=torch.int32, device=device)",
+            "kv_indices=None",
+        ),
+    ),
+    (
+        "idle: EAGLEWorkerV2 sizes from the target worker",
+        "EAGLEWorkerV2.forward_batch_generation sizes its idle input with "
+        "self.target_worker",
+        "speculative/eagle_worker_v2.py",
+        lambda t: _replace_in_function(
+            t,
+            "EAGLEWorkerV2.forward_batch_generation",
+            "(self.draft_worker)",
+            "(self.target_worker)",
+            2,
+        ),
+    ),
+]
+
+#: Mutants that are not bugs: the fork's CPU test must pass on them.
+FALSE_ALARM_MUTATIONS = [
+    (
+        "not a bug: a DFLASH buffer",
+        "an unrelated DFLASH scratch buffer sized by hidden_size added to dflash_worker.py",
+        "speculative/dflash_worker.py",
+        lambda t: t.rstrip("\n")
+        + "\n\n\ndef _dflash_scratch_buffer(model_config):\n"
+        "    return torch.zeros((1, model_config.hidden_size), dtype=model_config.dtype)\n",
+    ),
+]
+
+
+def path_mutants(patched_srt: Path) -> list[Mutant]:
+    mutants = []
+    for family, mutations in (("path", PATH_MUTATIONS), ("false alarm", FALSE_ALARM_MUTATIONS)):
+        for name, description, file, build in mutations:
+            text = (patched_srt / file).read_text()
+            mutated = _checked(build(text), name)
+            if mutated == text:
+                raise MutantError(f"{name}: the mutation changes nothing")
+            mutants.append(Mutant(name, family, description, file, mutated))
+    return mutants
+
+
 def all_mutants(pristine_srt: Path, patched_srt: Path) -> list[Mutant]:
     mutants = (
         site_mutants(pristine_srt, patched_srt)
         + rule_mutants(patched_srt)
         + start_up_mutants(pristine_srt, patched_srt)
+        + path_mutants(patched_srt)
     )
     names = [m.name for m in mutants]
     duplicates = {n for n in names if names.count(n) > 1}
@@ -604,11 +812,16 @@ class Run:
         return int(match.group(1)) if match else 0
 
 
-def run_test_file(root: Path, test_file: Path, timeout: int = 600) -> Run:
+def run_test_file(
+    root: Path, test_file: Path, timeout: int = 600, libcuda: Path | None = None
+) -> Run:
     """``python3 <test_file>`` with ``root`` (holding ``sglang/``) first on the path, as
-    SGLang's CI runs a registered test; no libcuda, no network."""
+    SGLang's CI runs a registered test; no network. Without ``libcuda`` (a folder holding
+    the libcuda stub) sgl_kernel cannot load, as on SGLang's CPU runners."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH")}
     env.update(PYTHONPATH=str(root), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    if libcuda is not None:
+        env["LD_LIBRARY_PATH"] = str(libcuda)
     start = time.monotonic()
     result = subprocess.run(
         [sys.executable, str(test_file)],
@@ -646,10 +859,14 @@ def mutation_table(results: list[tuple[Mutant, Run]]) -> str:
     ]
     for mutant, run in results:
         killers = ", ".join(f"`{name.split('.')[-1]}`" for name in sorted(run.failed))
+        if mutant.family == "false alarm":
+            outcome = "passes (not a bug)" if run.returncode == 0 else f"**false alarm**: {killers}"
+        else:
+            outcome = killers or "**survived**"
         cells = [
             f"`{mutant.name}`",
             mutant.description.replace("|", "\\|"),
-            killers or "**survived**",
+            outcome,
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", TABLE_END]
@@ -662,3 +879,11 @@ def with_table(document: str, table: str) -> str:
     if start < 0 or end < 0:
         raise MutantError("docs/fork-tests.md has no mutation table markers")
     return document[:start] + table + document[end + len(TABLE_END) + 1 :]
+
+
+def table_rows(document: str) -> list[str]:
+    """The rows of the mutation table in ``document`` (between its markers)."""
+    start, end = document.find(TABLE_START), document.find(TABLE_END)
+    if start < 0 or end < 0:
+        raise MutantError("docs/fork-tests.md has no mutation table markers")
+    return [line for line in document[start:end].splitlines() if line.startswith("| `")]

@@ -1,22 +1,37 @@
-"""Unit tests for the EAGLE hidden-state sizing contract in srt/speculative/eagle_info.py.
+"""Unit tests for the EAGLE hidden-state sizing contract (srt/speculative/eagle_info.py).
 
 ``EagleDraftInput.hidden_size_for/dtype_for`` (decode phase) and
 ``EagleDraftExtendInput.hidden_size_for/dtype_for`` (extend phase) size every idle input,
-CUDA-graph buffer and PD metadata buffer of EAGLE, EAGLE-3, MTP and STANDALONE. No server,
-no weights, no GPU: the model configs are real ``ModelConfig``s built from config.json files
-written to a temporary folder, with the shapes of public drafters and their targets; the
-workers are stand-ins holding the attributes of the patched workers that sizing reads.
+CUDA-graph buffer and PD metadata buffer of EAGLE, EAGLE-3, MTP and STANDALONE.
 
-The last class reads the speculative modules and the scheduler with ``ast``: every sizing
-site must go through the classmethods, so a merge that brings back an inline width fails
-here, naming the file and line.
+The workers under test are the real ones (``EAGLEWorker``, ``MultiLayerEagleWorker``,
+``EagleDraftWorker``/``EAGLEWorkerV2``, ``MultiLayerEagleDraftWorker``/
+``MultiLayerEagleWorkerV2``, the STANDALONE workers), started by their own ``__init__``.
+What is replaced is the device work only: the draft ``TpModelWorker``'s model runners
+(weights, KV cache), its process groups, the draft attention backends, and the target
+worker, whose model is never loaded. ``Scheduler.init_disaggregation`` runs for real up to
+the transfer queues, the target ``ModelRunner.__init__`` up to the point where it has
+decided which layers the target captures, and the idle-input paths up to the draft
+forward, where the input they built is read. No server, weights, GPU or network; the model
+configs are minimal synthetic ``config.json`` files that vary only the fields sizing reads.
+
+Worker modules import ``sgl_kernel``, which needs a GPU driver: on a CPU runner
+``maybe_stub_sgl_kernel`` replaces it with an empty stub before those imports (no kernel
+runs here; CUDA graphs are off).
+
+The last class reads the files the sizing patch touches with ``ast``: every sizing site
+goes through the classmethods with the worker and the condition it must use.
 """
 
 from sglang.test.ci.ci_register import register_cpu_ci
+from sglang.test.test_utils import CustomTestCase, maybe_stub_sgl_kernel
 
-register_cpu_ci(est_time=20, suite="stage-a-test-cpu")
+maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
+
+register_cpu_ci(est_time=30, suite="stage-a-test-cpu")
 
 import ast
+import contextlib
 import json
 import logging
 import os
@@ -24,560 +39,868 @@ import tempfile
 import unittest
 from types import SimpleNamespace
 from typing import Dict, List, Optional, Tuple
+from unittest import mock
 
 import torch
 
 import sglang
 from sglang.srt.configs.model_config import ModelConfig
-from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
+from sglang.srt.managers import scheduler as scheduler_module
+from sglang.srt.managers import tp_worker as tp_worker_module
+from sglang.srt.managers.scheduler import Scheduler
+from sglang.srt.managers.tp_worker import TpModelWorker
+from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
+from sglang.srt.model_executor.forward_batch_info import ForwardMode
+from sglang.srt.model_executor.model_runner import ModelRunner
+from sglang.srt.server_args import ServerArgs
+from sglang.srt.speculative.draft_utils import DraftBackendFactory
 from sglang.srt.speculative.eagle_info import (
     EagleDraftExtendInput,
     EagleDraftInput,
+    EagleVerifyInput,
     get_eagle_aux_hidden_state_layer_ids,
     get_eagle_num_aux_hidden_states,
     parse_eagle_use_aux_hidden_state,
     validate_eagle_draft_config,
 )
+from sglang.srt.speculative.eagle_worker import EAGLEWorker
+from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+from sglang.srt.speculative.multi_layer_eagle_worker import MultiLayerEagleWorker
+from sglang.srt.speculative.multi_layer_eagle_worker_v2 import (
+    MultiLayerEagleDraftWorker,
+    MultiLayerEagleWorkerV2,
+)
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-from sglang.test.test_utils import CustomTestCase
+from sglang.srt.speculative.standalone_worker import StandaloneWorker
+from sglang.srt.speculative.standalone_worker_v2 import StandaloneWorkerV2
 
 # ---------------------------------------------------------------------------
-# Config shapes (facts from the public config.json files; only what sizing reads
-# and what ModelConfig needs to load them).
+# Minimal synthetic configs: what ModelConfig needs, plus the fields sizing reads.
 # ---------------------------------------------------------------------------
 
-# meta-llama/Llama-3.1-8B-Instruct
-LLAMA_3_1_8B_INSTRUCT = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "vocab_size": 128256,
-    "max_position_embeddings": 131072,
-    "rope_theta": 500000.0,
-    "rope_scaling": {
-        "factor": 8.0,
-        "high_freq_factor": 4.0,
-        "low_freq_factor": 1.0,
-        "original_max_position_embeddings": 8192,
-        "rope_type": "llama3",
-    },
-    "torch_dtype": "bfloat16",
-}
+TARGET_LAYERS = 8
+SPEC_STEPS = 3
+TOPK = 1
+DRAFT_TOKENS = 4
+#: The target's default capture: 3 layers.
+DEFAULT_NUM_AUX = 3
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
-# SpecForge's EAGLE-3 drafter for Llama-3.1-8B-Instruct: no eagle_config (the target
-# captures its 3 default layers), and float16 while the target is bfloat16.
-EAGLE3_LLAMA_3_1_8B = {
-    "architectures": ["LlamaForCausalLMEagle3"],
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "vocab_size": 128256,
-    "draft_vocab_size": 32000,
-    "max_position_embeddings": 2048,
-    "torch_dtype": "float16",
-}
 
-# TensorRT-LLM's 2-layer EAGLE-3 test drafter for Llama-3.1-8B: aux hidden states off.
-EAGLE3_LLAMA_3_1_8B_NO_AUX = dict(
-    EAGLE3_LLAMA_3_1_8B,
-    num_hidden_layers=2,
-    torch_dtype="bfloat16",
-    eagle_config={"use_aux_hidden_state": False},
-)
+def llama(hidden_size: int = 256, torch_dtype: str = "bfloat16", **fields) -> dict:
+    """A Llama config: the target, or the base of a drafter."""
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": hidden_size,
+        "intermediate_size": 2 * hidden_size,
+        "num_hidden_layers": TARGET_LAYERS,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 1024,
+        "max_position_embeddings": 2048,
+        "torch_dtype": torch_dtype,
+    }
+    config.update(fields)
+    return config
 
-# meta-llama/Llama-3.2-1B-Instruct: a STANDALONE drafter half as wide as Llama-3.1-8B.
-LLAMA_3_2_1B_INSTRUCT = dict(
-    LLAMA_3_1_8B_INSTRUCT,
-    hidden_size=2048,
-    intermediate_size=8192,
-    num_hidden_layers=16,
-    tie_word_embeddings=True,
-)
 
-# Qwen/Qwen3-30B-A3B and SpecForge's MoE EAGLE-3 drafter for it, which names the target
-# layers it was trained on.
-QWEN3_30B_A3B = {
-    "architectures": ["Qwen3MoeForCausalLM"],
-    "model_type": "qwen3_moe",
-    "hidden_size": 2048,
-    "intermediate_size": 6144,
-    "moe_intermediate_size": 768,
-    "num_experts": 128,
-    "num_experts_per_tok": 8,
-    "num_hidden_layers": 48,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 4,
-    "head_dim": 128,
-    "vocab_size": 151936,
-    "max_position_embeddings": 40960,
-    "torch_dtype": "bfloat16",
-}
-EAGLE3_QWEN3_30B_A3B = dict(
-    QWEN3_30B_A3B,
+def eagle3(hidden_size: int = 256, torch_dtype: str = "float16", **fields) -> dict:
+    """A one-layer EAGLE-3 drafter (llama_eagle3.py's architecture)."""
+    fields.setdefault("architectures", ["LlamaForCausalLMEagle3"])
+    return llama(
+        hidden_size, torch_dtype, num_hidden_layers=1, draft_vocab_size=512, **fields
+    )
+
+
+def eagle(hidden_size: int = 256, torch_dtype: str = "float16", **fields) -> dict:
+    """A one-layer EAGLE (EAGLE-2) drafter."""
+    return llama(
+        hidden_size,
+        torch_dtype,
+        architectures=["LlamaForCausalLMEagle"],
+        num_hidden_layers=1,
+        **fields,
+    )
+
+
+#: An EAGLE-3 drafter half as wide as its target, declaring the target's width.
+NARROW_EAGLE3 = eagle3(hidden_size=128, target_hidden_size=256)
+#: An EAGLE-3 drafter that names four target layers; its architecture is not
+#: llama_eagle3.py's (whose fc takes exactly three).
+FOUR_LAYER_EAGLE3 = eagle3(
     architectures=["Qwen3MoEForCausalLMEagle3"],
-    num_hidden_layers=1,
-    draft_vocab_size=32000,
-    eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 23, 44]},
+    eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 3, 5, 6]},
 )
-
-# The same drafter with its layer ids at the top level of its config, where some drafters
-# declare them.
-EAGLE3_QWEN3_30B_A3B_TOP_LEVEL_IDS = dict(
-    EAGLE3_QWEN3_30B_A3B,
-    eagle_config=None,
-    eagle_aux_hidden_state_layer_ids=[1, 23, 44],
-)
-
-# A 5120-wide target (Qwen/Qwen3-14B) and an EAGLE-3 drafter narrower than it (4096) that
-# declares target_hidden_size, the key llama_eagle3.py reads for its fc input width.
-QWEN3_14B = {
-    "architectures": ["Qwen3ForCausalLM"],
-    "model_type": "qwen3",
-    "hidden_size": 5120,
-    "intermediate_size": 17408,
-    "num_hidden_layers": 40,
-    "num_attention_heads": 40,
-    "num_key_value_heads": 8,
-    "head_dim": 128,
-    "vocab_size": 151936,
-    "max_position_embeddings": 40960,
-    "torch_dtype": "bfloat16",
-}
-EAGLE3_NARROW_FOR_QWEN3_14B = dict(
-    EAGLE3_LLAMA_3_1_8B,
-    vocab_size=151936,
-    target_hidden_size=5120,
-    torch_dtype="bfloat16",
-)
-
-# meta-llama/Llama-2-70b-chat-hf and SGLang's EAGLE (EAGLE-2) drafter for it.
-LLAMA_2_70B_CHAT = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 8192,
-    "intermediate_size": 28672,
-    "num_hidden_layers": 80,
-    "num_attention_heads": 64,
-    "num_key_value_heads": 8,
-    "vocab_size": 32000,
-    "max_position_embeddings": 4096,
-    "torch_dtype": "float16",
-}
-EAGLE_LLAMA_2_70B_CHAT = dict(
-    LLAMA_2_70B_CHAT, architectures=["LlamaForCausalLMEagle"], num_hidden_layers=1
-)
-
-# deepseek-ai/DeepSeek-R1 and its NextN (MTP) layer, served as EAGLE.
-DEEPSEEK_R1 = {
-    "architectures": ["DeepseekV3ForCausalLM"],
-    "model_type": "deepseek_v3",
-    "hidden_size": 7168,
-    "intermediate_size": 18432,
-    "moe_intermediate_size": 2048,
-    "num_hidden_layers": 61,
-    "num_attention_heads": 128,
-    "num_key_value_heads": 128,
-    "kv_lora_rank": 512,
-    "q_lora_rank": 1536,
-    "qk_nope_head_dim": 128,
-    "qk_rope_head_dim": 64,
-    "v_head_dim": 128,
-    "n_routed_experts": 256,
-    "n_shared_experts": 1,
-    "num_experts_per_tok": 8,
-    "first_k_dense_replace": 3,
-    "num_nextn_predict_layers": 1,
-    "vocab_size": 129280,
-    "max_position_embeddings": 163840,
-    "rope_theta": 10000,
-    "torch_dtype": "bfloat16",
-}
-DEEPSEEK_R1_NEXTN = dict(
-    DEEPSEEK_R1, architectures=["DeepseekV3ForCausalLMNextN"], num_hidden_layers=1
-)
-# The same MTP pair with hc_mult=4, which ModelConfig reads for hyper-connection models:
-# their hidden state is spec_hidden_size = 4 * hidden_size wide.
-DEEPSEEK_HC = dict(DEEPSEEK_R1, hc_mult=4)
-DEEPSEEK_HC_NEXTN = dict(DEEPSEEK_R1_NEXTN, hc_mult=4)
-
-TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
-DEFAULT_NUM_AUX_HIDDEN_STATES = 3  # the target's default capture: 3 layers
+#: An EAGLE-3 drafter with aux hidden states off: it reads one target hidden state.
+NO_AUX_EAGLE3 = eagle3(eagle_config={"use_aux_hidden_state": False})
+#: A hyper-connection pair (hc_mult=2): hidden states are 2 x hidden_size wide.
+HC_TARGET = llama(hc_mult=2)
+HC_DRAFTER = eagle(hc_mult=2)
+#: A STANDALONE drafter: a small Llama half as wide as its target.
+STANDALONE_DRAFTER = llama(hidden_size=128, torch_dtype="float16", num_hidden_layers=2)
 
 
-def hidden_state_width(config: dict) -> int:
-    """The width of a model's hidden state: hidden_size, times hc_mult when it has one."""
+def spec_width(config: dict) -> int:
+    """The width of a model's hidden state: hidden_size, times hc_mult when set."""
     return config["hidden_size"] * config.get("hc_mult", 1)
 
 
-def expected_sizes(algorithm: str, draft: dict, target: dict) -> Dict[str, object]:
-    """Decode and extend width and dtype, from the config facts alone.
+def built_dtype(algorithm: str, draft: dict, target: dict) -> str:
+    """The dtype the draft model is built in at ``--dtype auto``: an EAGLE drafter (EAGLE,
+    EAGLE-3, MTP) consumes the target's hidden states and shares its embedding, so it
+    takes the target's; a STANDALONE drafter keeps its own."""
+    return draft["torch_dtype"] if algorithm == "STANDALONE" else target["torch_dtype"]
 
-    Decode: the drafter's own hidden state. Extend: what the target emits for the
-    draft-extend forward (EAGLE-3 with aux: the concatenation of its captured layers;
-    STANDALONE: the drafter does not read the target, its own width).
-    """
+
+def expected_sizes(algorithm: str, draft: dict, target: dict) -> Dict[str, object]:
+    """Decode and extend width and dtype, from the config facts alone."""
     eagle_config = draft.get("eagle_config") or {}
-    dtype = TORCH_DTYPES[draft["torch_dtype"]]
     if algorithm == "EAGLE3" and eagle_config.get("use_aux_hidden_state", True):
         layer_ids = eagle_config.get("eagle_aux_hidden_state_layer_ids") or draft.get(
             "eagle_aux_hidden_state_layer_ids"
         )
-        num_aux = len(layer_ids) if layer_ids else DEFAULT_NUM_AUX_HIDDEN_STATES
-        extend_width = num_aux * target["hidden_size"]
+        extend_width = (len(layer_ids) if layer_ids else DEFAULT_NUM_AUX) * target[
+            "hidden_size"
+        ]
     elif algorithm == "STANDALONE":
-        extend_width = hidden_state_width(draft)
+        extend_width = spec_width(draft)
     else:
-        extend_width = hidden_state_width(target)
+        extend_width = spec_width(target)
+    dtype = DTYPES[built_dtype(algorithm, draft, target)]
     return {
-        "decode_width": hidden_state_width(draft),
-        "decode_dtype": dtype,
-        "extend_width": extend_width,
-        "extend_dtype": dtype,
+        "decode": (spec_width(draft), dtype),
+        "extend": (extend_width, dtype),
     }
 
 
-# (name, algorithm, draft config, target config)
-CASES: List[Tuple[str, str, dict, dict]] = [
-    (
-        "EAGLE-3 Llama-3.1-8B, fp16 draft on a bf16 target",
-        "EAGLE3",
-        EAGLE3_LLAMA_3_1_8B,
-        LLAMA_3_1_8B_INSTRUCT,
-    ),
-    (
-        "EAGLE-3 Llama-3.1-8B without aux hidden states",
-        "EAGLE3",
-        EAGLE3_LLAMA_3_1_8B_NO_AUX,
-        LLAMA_3_1_8B_INSTRUCT,
-    ),
-    (
-        "EAGLE-3 Qwen3-30B-A3B, aux layer ids [1, 23, 44]",
-        "EAGLE3",
-        EAGLE3_QWEN3_30B_A3B,
-        QWEN3_30B_A3B,
-    ),
-    (
-        "EAGLE-3 Qwen3-30B-A3B, two aux layer ids",
-        "EAGLE3",
-        dict(
-            EAGLE3_QWEN3_30B_A3B,
-            eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 44]},
-        ),
-        QWEN3_30B_A3B,
-    ),
-    (
-        "EAGLE-3 Qwen3-30B-A3B, four aux layer ids",
-        "EAGLE3",
-        dict(
-            EAGLE3_QWEN3_30B_A3B,
-            eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 12, 23, 44]},
-        ),
-        QWEN3_30B_A3B,
-    ),
-    (
-        "EAGLE-3 Qwen3-30B-A3B, layer ids [1, 23, 44] at the top level",
-        "EAGLE3",
-        EAGLE3_QWEN3_30B_A3B_TOP_LEVEL_IDS,
-        QWEN3_30B_A3B,
-    ),
-    (
-        "EAGLE-3 Qwen3-30B-A3B, two layer ids at the top level",
-        "EAGLE3",
-        dict(
-            EAGLE3_QWEN3_30B_A3B_TOP_LEVEL_IDS, eagle_aux_hidden_state_layer_ids=[1, 44]
-        ),
-        QWEN3_30B_A3B,
-    ),
-    (
-        "EAGLE-3 4096-wide drafter for a 5120-wide target",
-        "EAGLE3",
-        EAGLE3_NARROW_FOR_QWEN3_14B,
-        QWEN3_14B,
-    ),
-    (
-        "EAGLE Llama-2-70B chat",
-        "EAGLE",
-        EAGLE_LLAMA_2_70B_CHAT,
-        LLAMA_2_70B_CHAT,
-    ),
-    ("MTP DeepSeek-R1 NextN", "EAGLE", DEEPSEEK_R1_NEXTN, DEEPSEEK_R1),
-    ("MTP with hc_mult=4", "EAGLE", DEEPSEEK_HC_NEXTN, DEEPSEEK_HC),
-    (
-        "STANDALONE Llama-3.2-1B for Llama-3.1-8B",
-        "STANDALONE",
-        LLAMA_3_2_1B_INSTRUCT,
-        LLAMA_3_1_8B_INSTRUCT,
-    ),
-]
-
-
-class ConfigFolder:
+class ConfigFolders:
     """Writes config dicts as ``<folder>/config.json`` under one temporary folder."""
 
     def __init__(self):
         self._tmp = tempfile.TemporaryDirectory(prefix="eagle-hidden-sizing-")
         self._count = 0
 
-    def write(self, config: dict, name: str = "model") -> str:
+    def write(self, config: dict) -> str:
         self._count += 1
-        folder = os.path.join(self._tmp.name, f"{self._count:03d}-{name}")
+        folder = os.path.join(self._tmp.name, f"{self._count:03d}")
         os.makedirs(folder)
-        with open(os.path.join(folder, "config.json"), "w") as f:
-            json.dump(config, f)
-        with open(os.path.join(folder, "generation_config.json"), "w") as f:
-            json.dump({}, f)
+        for name, content in (("config.json", config), ("generation_config.json", {})):
+            with open(os.path.join(folder, name), "w") as f:
+                json.dump(content, f)
         return folder
 
-    def model_config(
-        self, config: dict, name: str = "model", is_draft_model: bool = False
-    ) -> ModelConfig:
-        return ModelConfig(self.write(config, name), is_draft_model=is_draft_model)
+    def model_config(self, config: dict, is_draft_model: bool = False) -> ModelConfig:
+        return ModelConfig(self.write(config), is_draft_model=is_draft_model)
 
     def cleanup(self):
         self._tmp.cleanup()
 
 
 # ---------------------------------------------------------------------------
-# Stand-ins for the objects the sizing sites hand the classmethods. They hold what
-# the patched workers hold; start_up() sets what the patched __init__ sets, by
-# calling the same functions.
+# The seams: what a CPU cannot do (load weights, allocate KV caches, join process
+# groups, build attention backends). Everything else is the workers' own code.
 # ---------------------------------------------------------------------------
 
 
-class FakeModelRunner:
-    def __init__(self, model_config: ModelConfig):
+class DraftModelStandIn:
+    """The loaded draft model: it only receives the target's embedding and head."""
+
+    hot_token_id = None
+
+    def set_embed(self, embed: torch.Tensor):
+        self.embed = embed
+
+    def set_embed_and_head(self, embed: torch.Tensor, head: torch.Tensor):
+        self.embed, self.head = embed, head
+
+
+class TargetModelStandIn:
+    """The loaded target model: its embedding and head, and the layers it captures."""
+
+    def __init__(self):
+        self.captured_layer_ids = "not set"
+
+    def get_embed_and_head(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        return torch.empty(0), torch.empty(0)
+
+    def set_eagle3_layers_to_capture(self, layer_ids: Optional[List[int]] = None):
+        self.captured_layer_ids = layer_ids
+
+
+class ModelRunnerStandIn:
+    """A ModelRunner after start-up, without weights or KV cache: it holds the real
+    ``ModelConfig`` its worker read."""
+
+    def __init__(self, model_config: ModelConfig, server_args: ServerArgs, model):
         self.model_config = model_config
+        self.server_args = server_args
+        self.device = server_args.device
         self.dtype = model_config.dtype
+        self.model = model
+        self.tp_group = None
+        self.token_to_kv_pool = None
+        self.memory_pool_config = None
+        self.attn_backend = None
+        self.graph_runner = None
+        self.max_total_num_tokens = 1024
+        self.max_running_requests = 8
+        self.max_token_pool_size = 1024
 
 
-class FakeTpModelWorker:
-    """A TpModelWorker: ``model_runner`` is a property over its first runner."""
+class TargetWorkerStandIn:
+    """The target TpModelWorker: its real ModelConfig, a request pool on the CPU."""
 
-    def __init__(self, model_config: ModelConfig, num_runners: int = 1):
+    def __init__(self, model_config: ModelConfig, server_args: ServerArgs):
         self.model_config = model_config
-        self.model_runner_list = [
-            FakeModelRunner(model_config) for _ in range(num_runners)
-        ]
-        self._model_runner = self.model_runner_list[0]
+        self.model_runner = ModelRunnerStandIn(
+            model_config, server_args, TargetModelStandIn()
+        )
+        self.req_to_token_pool = ReqToTokenPool(
+            size=8, max_context_len=64, device="cpu", enable_memory_saver=False
+        )
 
-    @property
-    def model_runner(self) -> FakeModelRunner:
-        return self._model_runner
-
-
-class FakeV1Worker(FakeTpModelWorker):
-    """EAGLEWorker, MultiLayerEagleWorker, StandaloneWorker: the worker *is* the draft
-    TpModelWorker, and holds the target worker."""
-
-    def __init__(self, algorithm, draft_config, target_worker, num_runners=1):
-        super().__init__(draft_config, num_runners)
-        self.speculative_algorithm = algorithm
-        self.target_worker = target_worker
-
-    @property
-    def draft_model_runner(self) -> FakeModelRunner:
-        return self.model_runner
+    def get_memory_pool(self):
+        return self.req_to_token_pool, None
 
 
-class FakeV2DraftWorker:
-    """EagleDraftWorker, StandaloneDraftWorker, MultiLayerEagleDraftWorker: hold the
-    draft TpModelWorker and its runner(s). The multi-layer one keeps the target's
-    ``model_config`` and exposes its first step's runner as ``draft_runner``."""
-
-    def __init__(self, algorithm, draft_config, target_worker, num_runners=1):
-        self.speculative_algorithm = algorithm
-        self.target_worker = target_worker
-        self.draft_worker = FakeTpModelWorker(draft_config, num_runners)
-        if num_runners > 1:
-            self.model_config = target_worker.model_config
-            self.draft_runner_list = self.draft_worker.model_runner_list
-            self.draft_runner = self.draft_runner_list[0]
-        else:
-            self.draft_runner = self.draft_worker.model_runner
+class DraftModelLoaded(Exception):
+    """Raised where the draft model would load, when a test asks to stop there."""
 
 
-class FakeV2Worker:
-    """EAGLEWorkerV2, MultiLayerEagleWorkerV2, StandaloneWorkerV2: the scheduler's
-    ``draft_worker`` under the overlap schedule; holds the draft worker."""
+def draft_model_seams(loads: List[str], stop_at_loader: bool = False):
+    """Replace the draft TpModelWorker's model runners (and process groups) and the draft
+    attention backends; record each draft model load in ``loads``."""
 
-    def __init__(self, algorithm, draft_worker, target_worker):
-        self.speculative_algorithm = algorithm
-        self._draft_worker = draft_worker
-        self._target_worker = target_worker
+    def init_model_runner(worker: TpModelWorker):
+        loads.append(worker.model_config.model_path)
+        if stop_at_loader:
+            raise DraftModelLoaded
+        worker._model_runner = ModelRunnerStandIn(
+            worker.model_config, worker.server_args, DraftModelStandIn()
+        )
 
-    @property
-    def draft_worker(self) -> FakeV2DraftWorker:
-        return self._draft_worker
+    def init_multi_layer_runners(worker: TpModelWorker):
+        worker.model_runner_list.append(worker.model_runner)
+        for _ in range(1, worker.server_args.speculative_num_steps):
+            worker.model_runner_list.append(
+                ModelRunnerStandIn(
+                    worker.model_config, worker.server_args, DraftModelStandIn()
+                )
+            )
 
-    @property
-    def target_worker(self) -> FakeTpModelWorker:
-        return self._target_worker
+    stack = contextlib.ExitStack()
+    for target, name, value in (
+        (TpModelWorker, "_init_model_runner", init_model_runner),
+        (
+            TpModelWorker,
+            "_init_multi_layer_eagle_model_runners",
+            init_multi_layer_runners,
+        ),
+        (tp_worker_module, "get_pp_group", lambda: None),
+        (
+            tp_worker_module,
+            "get_world_group",
+            lambda: SimpleNamespace(cpu_group=None, ranks=[0]),
+        ),
+        (tp_worker_module, "broadcast_pyobj", lambda data, *args, **kwargs: data),
+        (DraftBackendFactory, "create_decode_backend", lambda self: None),
+        (DraftBackendFactory, "create_draft_extend_backend", lambda self: None),
+    ):
+        stack.enter_context(mock.patch.object(target, name, value))
+    return stack
 
 
-class FakeGraphRunner:
-    """EAGLEDraftCudaGraphRunner and the draft-extend runners: they size their buffers
-    with ``self.eagle_worker`` (a v1 worker or a v2 draft worker)."""
-
-    def __init__(self, eagle_worker):
-        self.eagle_worker = eagle_worker
-        if hasattr(eagle_worker, "model_runner"):
-            self.model_runner = eagle_worker.model_runner
-        else:
-            self.model_runner = eagle_worker.draft_runner
-
-
-def start_up(worker, draft_model_config: ModelConfig, target_model_config: ModelConfig):
-    """What the __init__ of every patched EAGLE worker does with its drafter's config,
-    before it builds the draft model."""
-    validate_eagle_draft_config(
-        worker.speculative_algorithm, draft_model_config, target_model_config
+def make_server_args(
+    target_path: str, draft_path: str, algorithm: str, **overrides
+) -> ServerArgs:
+    """SGLang's ServerArgs for a speculative server on the CPU, CUDA graphs off."""
+    kwargs = dict(
+        model_path=target_path,
+        speculative_algorithm=algorithm,
+        speculative_draft_model_path=draft_path,
+        speculative_num_steps=SPEC_STEPS,
+        speculative_eagle_topk=TOPK,
+        speculative_num_draft_tokens=DRAFT_TOKENS,
+        device="cpu",
+        skip_tokenizer_init=True,
+        disable_cuda_graph=True,
     )
-    worker.eagle_use_aux_hidden_state = parse_eagle_use_aux_hidden_state(
-        worker.speculative_algorithm, draft_model_config.hf_config
+    kwargs.update(overrides)
+    return ServerArgs(**kwargs)
+
+
+#: The worker classes and how a server selects them.
+V1_WORKERS = (EAGLEWorker, MultiLayerEagleWorker, StandaloneWorker)
+MULTI_LAYER_WORKERS = (
+    MultiLayerEagleWorker,
+    MultiLayerEagleDraftWorker,
+    MultiLayerEagleWorkerV2,
+)
+
+
+class Workers:
+    """Starts real workers for a drafter and a target (config dicts)."""
+
+    def __init__(self, folders: ConfigFolders):
+        self.folders = folders
+        self.loads: List[str] = []
+
+    def start(self, cls, algorithm: str, draft: dict, target: dict, **overrides):
+        server_args = make_server_args(
+            self.folders.write(target),
+            self.folders.write(draft),
+            algorithm,
+            disable_overlap_schedule=cls in V1_WORKERS,
+            enable_multi_layer_eagle=cls in MULTI_LAYER_WORKERS,
+            **overrides,
+        )
+        target_worker = TargetWorkerStandIn(
+            ModelConfig.from_server_args(server_args), server_args
+        )
+        with draft_model_seams(self.loads):
+            return cls(
+                server_args,
+                gpu_id=0,
+                tp_rank=0,
+                dp_rank=None,
+                moe_ep_rank=0,
+                attn_cp_rank=0,
+                moe_dp_rank=0,
+                nccl_port=0,
+                target_worker=target_worker,
+            )
+
+
+class StopBeforeForward(Exception):
+    """Raised where the draft forward would start; carries the batch's spec_info."""
+
+    def __init__(self, spec_info):
+        super().__init__()
+        self.spec_info = spec_info
+
+
+def hidden_states_of(spec_info) -> Tuple[int, torch.dtype]:
+    return spec_info.hidden_states.shape[-1], spec_info.hidden_states.dtype
+
+
+def assert_refusal(test, error: Exception, key: str, value, draft_path: str) -> str:
+    """A refusal is one line naming the key, its value and the drafter's config."""
+    message = str(error)
+    test.assertIn(f"{key}={value!r}", message)
+    test.assertIn(draft_path, message)
+    test.assertNotIn("\n", message)
+    return message
+
+
+class BatchAfterVerify:
+    """What ``forward_draft_extend_after_decode`` reads of a ScheduleBatch before it
+    builds the draft forward batch (``get_model_worker_batch``, where this stops)."""
+
+    def __init__(self, forward_mode: ForwardMode, spec_info):
+        self.forward_mode = forward_mode
+        self.spec_info = spec_info
+        self.seq_lens = torch.empty(0, dtype=torch.int64)
+        self.seq_lens_cpu = torch.empty(0, dtype=torch.int64)
+        self.req_pool_indices = torch.empty(0, dtype=torch.int64)
+        self.return_logprob = False
+
+    def copy(self) -> "BatchAfterVerify":
+        return BatchAfterVerify(self.forward_mode, self.spec_info)
+
+    def prepare_for_idle(self):
+        self.forward_mode = ForwardMode.IDLE
+
+    def get_model_worker_batch(self):
+        raise StopBeforeForward(self.spec_info)
+
+
+def verify_idle_output(worker) -> EagleDraftExtendInput:
+    """The idle input ``EagleVerifyInput.verify`` makes for an idle batch of the target
+    (no worker in reach: it takes the batch's, i.e. the target's, sizes)."""
+    verify_input = EagleVerifyInput.__new__(EagleVerifyInput)
+    verify_input.topk = worker.topk
+    verify_input.spec_steps = worker.speculative_num_steps
+    batch = SimpleNamespace(
+        forward_mode=ForwardMode.IDLE,
+        device="cpu",
+        model_config=worker.target_worker.model_config,
     )
-    worker.eagle_num_aux_hidden_states = get_eagle_num_aux_hidden_states(
-        draft_model_config.hf_config
+    return verify_input.verify(batch, None, None, 1).draft_input
+
+
+def draft_extend_input(worker, batch: BatchAfterVerify):
+    """Run the worker's real ``forward_draft_extend_after_decode``; the spec_info that
+    reaches the draft-extend forward."""
+    with torch.inference_mode():
+        try:
+            worker.forward_draft_extend_after_decode(batch)
+        except StopBeforeForward as stopped:
+            return stopped.spec_info
+    raise AssertionError("forward_draft_extend_after_decode did not reach the forward")
+
+
+def v2_idle_input(worker):
+    """Run the real ``forward_batch_generation`` of a v2 worker on a decode batch without
+    spec_info (an idle DP-attention rank); the spec_info handed to the draft step."""
+    batch = SimpleNamespace(
+        forward_mode=ForwardMode.IDLE, is_extend_in_batch=False, spec_info=None
     )
 
+    def draft(model_worker_batch):
+        raise StopBeforeForward(model_worker_batch.spec_info)
 
-#: Worker kinds: (name, multi-layer, v2). STANDALONE has no multi-layer worker.
-WORKER_KINDS = [
-    ("v1", False, False),
-    ("v1 multi-layer", True, False),
-    ("v2 draft worker", False, True),
-    ("v2 multi-layer draft worker", True, True),
-]
-MTP_STEPS = 3
-
-
-def make_worker(
-    kind: str, algorithm: str, draft_config: ModelConfig, target_config: ModelConfig
-):
-    """The worker of ``kind`` for this drafter and target, started as the patched
-    workers start (STANDALONE workers parse no aux flag)."""
-    multi_layer, v2 = next((m, v) for k, m, v in WORKER_KINDS if k == kind)
-    algorithm = SpeculativeAlgorithm.from_string(algorithm)
-    target_worker = FakeTpModelWorker(target_config)
-    num_runners = MTP_STEPS if multi_layer else 1
-    cls = FakeV2DraftWorker if v2 else FakeV1Worker
-    worker = cls(algorithm, draft_config, target_worker, num_runners)
-    if not algorithm.is_standalone():
-        start_up(worker, draft_config, target_config)
-    return worker
+    with mock.patch.object(worker.draft_worker, "draft", draft):
+        try:
+            worker.forward_batch_generation(batch)
+        except StopBeforeForward as stopped:
+            return stopped.spec_info
+    raise AssertionError("forward_batch_generation did not reach the draft step")
 
 
-def worker_kinds(algorithm: str) -> List[str]:
-    if algorithm == "STANDALONE":
-        return [k for k, multi_layer, _ in WORKER_KINDS if not multi_layer]
-    return [k for k, _, _ in WORKER_KINDS]
-
-
-class TestHiddenSizeContract(CustomTestCase):
-    """Width and dtype of both phases for every object a sizing site hands them."""
+class WorkerTestCase(CustomTestCase):
+    """Holds the config folders and starts real workers."""
 
     @classmethod
     def setUpClass(cls):
-        cls.folder = ConfigFolder()
-        cls.configs = {}
-        for name, algorithm, draft, target in CASES:
-            cls.configs[name] = (
-                cls.folder.model_config(draft, "draft", is_draft_model=True),
-                cls.folder.model_config(target, "target"),
-            )
+        cls.folders = ConfigFolders()
+        cls.workers = Workers(cls.folders)
 
     @classmethod
     def tearDownClass(cls):
-        cls.folder.cleanup()
+        cls.folders.cleanup()
 
-    def assert_sizes(self, worker, expected, phases=("decode", "extend")):
-        got = {}
-        if "decode" in phases:
-            got["decode_width"] = EagleDraftInput.hidden_size_for(worker)
-            got["decode_dtype"] = EagleDraftInput.dtype_for(worker)
-        if "extend" in phases:
-            got["extend_width"] = EagleDraftExtendInput.hidden_size_for(worker)
-            got["extend_dtype"] = EagleDraftExtendInput.dtype_for(worker)
-        self.assertEqual(got, {k: v for k, v in expected.items() if k in got})
+    def start(self, cls, algorithm: str, draft: dict, target: dict = None, **overrides):
+        return self.workers.start(cls, algorithm, draft, target or llama(), **overrides)
 
-    def test_every_worker_kind(self):
-        for name, algorithm, draft, target in CASES:
-            expected = expected_sizes(algorithm, draft, target)
-            for kind in worker_kinds(algorithm):
-                with self.subTest(case=name, worker=kind):
-                    worker = make_worker(kind, algorithm, *self.configs[name])
-                    self.assert_sizes(worker, expected)
+    def assert_hidden_states(self, spec_info, width: int, dtype: torch.dtype):
+        self.assertEqual(hidden_states_of(spec_info), (width, dtype))
 
-    def test_graph_runner_eagle_worker(self):
-        for name, algorithm, draft, target in CASES:
-            expected = expected_sizes(algorithm, draft, target)
-            for kind in worker_kinds(algorithm):
-                with self.subTest(case=name, worker=kind):
-                    worker = make_worker(kind, algorithm, *self.configs[name])
-                    runner = FakeGraphRunner(worker)
-                    self.assert_sizes(runner.eagle_worker, expected)
 
-    def test_v2_worker_decode_phase(self):
-        """The PD metadata buffers get the scheduler's draft_worker: under the overlap
-        schedule, the v2 worker that holds the draft worker."""
-        for name, algorithm, draft, target in CASES:
-            expected = expected_sizes(algorithm, draft, target)
-            for kind in worker_kinds(algorithm):
-                if not kind.startswith("v2"):
-                    continue
-                with self.subTest(case=name, worker=kind):
-                    draft_worker = make_worker(kind, algorithm, *self.configs[name])
-                    worker = FakeV2Worker(
-                        draft_worker.speculative_algorithm,
-                        draft_worker,
-                        draft_worker.target_worker,
-                    )
-                    self.assert_sizes(worker, expected, phases=("decode",))
+class TestWorkerStartUp(WorkerTestCase):
+    """Each EAGLE worker reads and checks its drafter in its own ``__init__``, before the
+    draft model loads, and keeps what the sizing classmethods read."""
 
-    def test_draft_and_target_differ(self):
-        """The cases that tell the draft's width and dtype from the target's."""
-        draft, target = self.configs[
-            "EAGLE-3 Llama-3.1-8B, fp16 draft on a bf16 target"
+    def assert_parsed(self, worker, use_aux: bool, num_aux: int):
+        self.assertIs(worker.eagle_use_aux_hidden_state, use_aux)
+        self.assertEqual(worker.eagle_num_aux_hidden_states, num_aux)
+
+    def test_v1_worker_parses_the_drafter(self):
+        self.assert_parsed(self.start(EAGLEWorker, "EAGLE3", NO_AUX_EAGLE3), False, 3)
+
+    def test_v2_draft_worker_parses_the_drafter(self):
+        worker = self.start(EAGLEWorkerV2, "EAGLE3", NO_AUX_EAGLE3)
+        self.assert_parsed(worker.draft_worker, False, 3)
+
+    def test_v2_draft_worker_counts_the_drafters_layers(self):
+        worker = self.start(EAGLEWorkerV2, "EAGLE3", FOUR_LAYER_EAGLE3)
+        self.assert_parsed(worker.draft_worker, True, 4)
+
+    def test_multi_layer_v2_draft_worker_counts_the_drafters_layers(self):
+        worker = self.start(MultiLayerEagleWorkerV2, "EAGLE3", FOUR_LAYER_EAGLE3)
+        self.assert_parsed(worker.draft_worker, True, 4)
+
+    def test_multi_layer_v1_worker_parses_the_drafter(self):
+        """MTP (served as EAGLE): no aux hidden states."""
+        self.assert_parsed(
+            self.start(MultiLayerEagleWorker, "EAGLE", HC_DRAFTER), False, 3
+        )
+
+    def test_every_eagle_worker_refuses_before_the_draft_model_loads(self):
+        """A drafter trained for a 512-wide target: refused, naming the key and value,
+        and no draft model is loaded."""
+        draft = eagle3(target_hidden_size=512)
+        for cls in (
+            EAGLEWorker,
+            MultiLayerEagleWorker,
+            EAGLEWorkerV2,
+            MultiLayerEagleWorkerV2,
+        ):
+            with self.subTest(worker=cls.__name__):
+                del self.workers.loads[:]
+                with self.assertRaises(ValueError) as raised:
+                    self.start(cls, "EAGLE3", draft)
+                self.assertIn("target_hidden_size=512", str(raised.exception))
+                self.assertEqual(self.workers.loads, [])
+
+    def test_a_good_drafter_is_loaded_once(self):
+        for cls in (EAGLEWorker, EAGLEWorkerV2, MultiLayerEagleWorkerV2):
+            with self.subTest(worker=cls.__name__):
+                del self.workers.loads[:]
+                self.start(cls, "EAGLE3", eagle3())
+                self.assertEqual(len(self.workers.loads), 1)
+
+
+class TestHiddenSizeContract(WorkerTestCase):
+    """The classmethods on every real worker a sizing site hands them, against the
+    widths and dtypes computed here from the config facts."""
+
+    def workers_for(self, algorithm: str, draft: dict, target: dict):
+        """(name, object a site hands the classmethods) for every worker kind."""
+        v1 = self.start(EAGLEWorker, algorithm, draft, target)
+        v2 = self.start(EAGLEWorkerV2, algorithm, draft, target)
+        ml_v2 = self.start(MultiLayerEagleWorkerV2, algorithm, draft, target)
+        found = [
+            ("EAGLEWorker", v1),
+            ("EagleDraftWorker", v2.draft_worker),
+            ("MultiLayerEagleDraftWorker", ml_v2.draft_worker),
         ]
-        self.assertNotEqual(draft.dtype, target.dtype)
-        worker = make_worker("v2 draft worker", "EAGLE3", draft, target)
-        self.assertEqual(EagleDraftInput.dtype_for(worker), torch.float16)
-        self.assertEqual(EagleDraftExtendInput.dtype_for(worker), torch.float16)
-
-        draft, target = self.configs["STANDALONE Llama-3.2-1B for Llama-3.1-8B"]
-        worker = make_worker("v1", "STANDALONE", draft, target)
-        self.assertEqual(EagleDraftInput.hidden_size_for(worker), 2048)
-        self.assertEqual(EagleDraftExtendInput.hidden_size_for(worker), 2048)
-
-        draft, target = self.configs["EAGLE-3 4096-wide drafter for a 5120-wide target"]
-        worker = make_worker("v1", "EAGLE3", draft, target)
-        self.assertEqual(EagleDraftInput.hidden_size_for(worker), 4096)
-        self.assertEqual(EagleDraftExtendInput.hidden_size_for(worker), 3 * 5120)
-
-    def test_idle_inputs_take_the_contract_sizes(self):
-        name = "EAGLE-3 Llama-3.1-8B, fp16 draft on a bf16 target"
-        worker = make_worker("v1", "EAGLE3", *self.configs[name])
-        for input_class in (EagleDraftInput, EagleDraftExtendInput):
-            with self.subTest(input_class=input_class.__name__):
-                idle = input_class.create_idle_input(
-                    device="cpu",
-                    hidden_size=input_class.hidden_size_for(worker),
-                    dtype=input_class.dtype_for(worker),
-                    topk=1,
-                    capture_hidden_mode=CaptureHiddenMode.LAST,
+        if algorithm == "EAGLE":  # 0.5.11's MultiLayerEagleWorker serves MTP only
+            found.append(
+                (
+                    "MultiLayerEagleWorker",
+                    self.start(MultiLayerEagleWorker, algorithm, draft, target),
                 )
-                self.assertIs(type(idle), input_class)
-                width = {EagleDraftInput: 4096, EagleDraftExtendInput: 3 * 4096}
+            )
+        return found
+
+    def check(self, algorithm: str, draft: dict, target: dict):
+        expected = expected_sizes(algorithm, draft, target)
+        for name, worker in self.workers_for(algorithm, draft, target):
+            with self.subTest(worker=name):
                 self.assertEqual(
-                    tuple(idle.hidden_states.shape), (0, width[input_class])
+                    (
+                        EagleDraftInput.hidden_size_for(worker),
+                        EagleDraftInput.dtype_for(worker),
+                    ),
+                    expected["decode"],
                 )
-                self.assertEqual(idle.hidden_states.dtype, torch.float16)
+                self.assertEqual(
+                    (
+                        EagleDraftExtendInput.hidden_size_for(worker),
+                        EagleDraftExtendInput.dtype_for(worker),
+                    ),
+                    expected["extend"],
+                )
+
+    def test_eagle3_fp16_drafter_on_a_bf16_target(self):
+        self.check("EAGLE3", eagle3(), llama())
+
+    def test_eagle3_narrow_drafter(self):
+        self.check("EAGLE3", NARROW_EAGLE3, llama())
+
+    def test_eagle3_four_aux_layers(self):
+        self.check("EAGLE3", FOUR_LAYER_EAGLE3, llama())
+
+    def test_eagle3_top_level_layer_ids(self):
+        self.check(
+            "EAGLE3", eagle3(eagle_aux_hidden_state_layer_ids=[1, 3, 5]), llama()
+        )
+
+    def test_eagle3_without_aux(self):
+        self.check("EAGLE3", NO_AUX_EAGLE3, llama())
+
+    def test_eagle(self):
+        self.check("EAGLE", eagle(), llama())
+
+    def test_hyper_connection_pair(self):
+        self.check("EAGLE", HC_DRAFTER, HC_TARGET)
+
+    def test_standalone(self):
+        expected = expected_sizes("STANDALONE", STANDALONE_DRAFTER, llama())
+        v1 = self.start(StandaloneWorker, "STANDALONE", STANDALONE_DRAFTER)
+        v2 = self.start(StandaloneWorkerV2, "STANDALONE", STANDALONE_DRAFTER)
+        for name, worker in (
+            ("StandaloneWorker", v1),
+            ("StandaloneDraftWorker", v2.draft_worker),
+        ):
+            with self.subTest(worker=name):
+                self.assertEqual(
+                    (
+                        EagleDraftInput.hidden_size_for(worker),
+                        EagleDraftInput.dtype_for(worker),
+                    ),
+                    expected["decode"],
+                )
+                self.assertEqual(
+                    (
+                        EagleDraftExtendInput.hidden_size_for(worker),
+                        EagleDraftExtendInput.dtype_for(worker),
+                    ),
+                    expected["extend"],
+                )
+
+
+class TestIdleInputs(WorkerTestCase):
+    """The idle inputs the workers build, read where the draft forward would start. The
+    drafter is 128 wide, the target 256 wide, so the decode width (128), the extend width
+    (3 x 256) and the target's width (256) all differ. The drafter's config says float16,
+    the target's bfloat16: at ``--dtype auto`` the drafter is built in bfloat16."""
+
+    def test_v1_draft_step(self):
+        worker = self.start(EAGLEWorker, "EAGLE3", NARROW_EAGLE3)
+        batch = SimpleNamespace(spec_info=None)
+        worker._draft_preprocess_idle(batch)
+        self.assertIsInstance(batch.spec_info, EagleDraftInput)
+        self.assert_hidden_states(batch.spec_info, 128, torch.bfloat16)
+
+    def test_v1_draft_extend_rebuilds_the_input_verify_made(self):
+        worker = self.start(EAGLEWorker, "EAGLE3", NARROW_EAGLE3)
+        made = verify_idle_output(worker)
+        self.assert_hidden_states(made, 256, torch.bfloat16)  # the target's sizes
+        spec_info = draft_extend_input(worker, BatchAfterVerify(ForwardMode.IDLE, made))
+        self.assertIsInstance(spec_info, EagleDraftExtendInput)
+        self.assert_hidden_states(spec_info, 3 * 256, torch.bfloat16)
+
+    def test_v1_draft_extend_when_every_request_finished(self):
+        worker = self.start(EAGLEWorker, "EAGLE3", NARROW_EAGLE3)
+        finished = EagleDraftInput.create_idle_input(
+            device="cpu",
+            hidden_size=1,
+            dtype=torch.float32,
+            topk=TOPK,
+            capture_hidden_mode=None,
+        )
+        batch = BatchAfterVerify(ForwardMode.DECODE, finished)
+        self.assert_hidden_states(
+            draft_extend_input(worker, batch), 3 * 256, torch.bfloat16
+        )
+
+    def test_multi_layer_v1_draft_extend_rebuilds_the_input_verify_made(self):
+        worker = self.start(MultiLayerEagleWorker, "EAGLE", HC_DRAFTER, HC_TARGET)
+        made = verify_idle_output(worker)
+        spec_info = draft_extend_input(worker, BatchAfterVerify(ForwardMode.IDLE, made))
+        self.assertIsInstance(spec_info, EagleDraftExtendInput)
+        self.assertIsNot(spec_info, made)  # MTP: the same sizes, rebuilt all the same
+        self.assert_hidden_states(spec_info, 2 * 256, torch.bfloat16)
+
+    def test_v2_worker_without_spec_info(self):
+        worker = self.start(EAGLEWorkerV2, "EAGLE3", NARROW_EAGLE3)
+        self.assert_hidden_states(v2_idle_input(worker), 128, torch.bfloat16)
+
+    def test_multi_layer_v2_worker_without_spec_info(self):
+        worker = self.start(MultiLayerEagleWorkerV2, "EAGLE3", NARROW_EAGLE3)
+        self.assert_hidden_states(v2_idle_input(worker), 128, torch.bfloat16)
+
+    def test_multi_layer_v2_hidden_states_pool(self):
+        """``req_to_hidden_states_pool`` holds what the MTP layers are fed: the extend
+        width, one slot per request and step after the first."""
+        worker = self.start(MultiLayerEagleWorkerV2, "EAGLE3", FOUR_LAYER_EAGLE3)
+        pool = worker.draft_worker.req_to_hidden_states_pool
+        self.assertEqual(tuple(pool.shape), (8, SPEC_STEPS - 1, 4 * 256))
+        self.assertEqual(pool.dtype, torch.bfloat16)
+
+
+class TestIdleInputsCarryAttentionIndices(WorkerTestCase):
+    """Under DP attention a padded idle batch re-initialises the Triton and FlashInfer
+    attention metadata from ``spec_info.kv_indptr`` / ``kv_indices``: every idle input a
+    worker builds carries empty ones (one zero pointer, no indices) on its device."""
+
+    def assert_empty_indices(self, spec_info):
+        self.assertEqual(spec_info.kv_indptr.tolist(), [0])
+        self.assertEqual(spec_info.kv_indptr.dtype, torch.int32)
+        self.assertEqual(tuple(spec_info.kv_indices.shape), (0,))
+        self.assertEqual(spec_info.kv_indices.dtype, torch.int32)
+        self.assertEqual(spec_info.kv_indptr.device.type, "cpu")
+
+    def test_v1_draft_step(self):
+        worker = self.start(EAGLEWorker, "EAGLE3", NARROW_EAGLE3)
+        batch = SimpleNamespace(spec_info=None)
+        worker._draft_preprocess_idle(batch)
+        self.assert_empty_indices(batch.spec_info)
+
+    def test_v1_draft_extend(self):
+        worker = self.start(EAGLEWorker, "EAGLE3", NARROW_EAGLE3)
+        made = verify_idle_output(worker)
+        self.assert_empty_indices(made)
+        batch = BatchAfterVerify(ForwardMode.IDLE, made)
+        self.assert_empty_indices(draft_extend_input(worker, batch))
+
+    def test_multi_layer_v1_draft_extend(self):
+        worker = self.start(MultiLayerEagleWorker, "EAGLE", HC_DRAFTER, HC_TARGET)
+        batch = BatchAfterVerify(ForwardMode.IDLE, verify_idle_output(worker))
+        self.assert_empty_indices(draft_extend_input(worker, batch))
+
+    def test_v2_worker_without_spec_info(self):
+        worker = self.start(EAGLEWorkerV2, "EAGLE3", NARROW_EAGLE3)
+        self.assert_empty_indices(v2_idle_input(worker))
+
+    def test_multi_layer_v2_worker_without_spec_info(self):
+        worker = self.start(MultiLayerEagleWorkerV2, "EAGLE3", NARROW_EAGLE3)
+        self.assert_empty_indices(v2_idle_input(worker))
+
+
+class TestOneDtypeAtDtypeAuto(WorkerTestCase):
+    """At ``--dtype auto`` a float16 EAGLE-3 drafter on a bfloat16 target is built in
+    bfloat16 (each EAGLE worker decides it at start-up, before the draft model loads):
+    every hidden state its sites size has that one dtype."""
+
+    def test_the_draft_model_config_takes_the_targets_dtype(self):
+        for cls in (EAGLEWorker, EAGLEWorkerV2, MultiLayerEagleWorkerV2):
+            with self.subTest(worker=cls.__name__):
+                worker = self.start(cls, "EAGLE3", eagle3())
+                draft = worker if cls is EAGLEWorker else worker.draft_worker
+                runners = getattr(draft, "draft_runner_list", None) or [
+                    draft.draft_runner if cls is not EAGLEWorker else draft.model_runner
+                ]
+                for runner in runners:
+                    self.assertEqual(runner.model_config.dtype, torch.bfloat16)
+
+    def test_every_site_gets_the_targets_dtype(self):
+        v1 = self.start(EAGLEWorker, "EAGLE3", eagle3())
+        v2 = self.start(EAGLEWorkerV2, "EAGLE3", eagle3())
+        ml_v2 = self.start(MultiLayerEagleWorkerV2, "EAGLE3", eagle3())
+        batch = SimpleNamespace(spec_info=None)
+        v1._draft_preprocess_idle(batch)
+        made = verify_idle_output(v1)
+        dtypes = {
+            "v1 decode": EagleDraftInput.dtype_for(v1),
+            "v1 extend": EagleDraftExtendInput.dtype_for(v1),
+            "v2 decode": EagleDraftInput.dtype_for(v2.draft_worker),
+            "v2 extend": EagleDraftExtendInput.dtype_for(v2.draft_worker),
+            "v1 idle input": batch.spec_info.hidden_states.dtype,
+            "v1 extend idle input": draft_extend_input(
+                v1, BatchAfterVerify(ForwardMode.IDLE, made)
+            ).hidden_states.dtype,
+            "v2 idle input": v2_idle_input(v2).hidden_states.dtype,
+            "multi-layer v2 pool": ml_v2.draft_worker.req_to_hidden_states_pool.dtype,
+        }
+        self.assertEqual(dtypes, {site: torch.bfloat16 for site in dtypes})
+
+    def test_an_explicit_dtype_is_kept(self):
+        worker = self.start(EAGLEWorkerV2, "EAGLE3", eagle3(), dtype="float16")
+        self.assertEqual(worker.target_worker.model_config.dtype, torch.float16)
+        self.assertEqual(EagleDraftInput.dtype_for(worker.draft_worker), torch.float16)
+
+    def test_a_standalone_drafter_keeps_its_own(self):
+        """A STANDALONE drafter does not read the target's hidden states."""
+        worker = self.start(StandaloneWorkerV2, "STANDALONE", STANDALONE_DRAFTER)
+        self.assertEqual(EagleDraftInput.dtype_for(worker.draft_worker), torch.float16)
+
+
+class TestTargetCapture(CustomTestCase):
+    """The target ModelRunner's own ``__init__`` decides which layers the target captures
+    for an EAGLE-3 drafter; it runs here up to ``model_specific_adjustment`` (what follows
+    is device set-up), then its ``init_aux_hidden_state_capture`` tells the model."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.folders = ConfigFolders()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.folders.cleanup()
+
+    def captured(self, draft: dict):
+        server_args = make_server_args(
+            self.folders.write(llama()), self.folders.write(draft), "EAGLE3"
+        )
+        runner = ModelRunner.__new__(ModelRunner)
+
+        def stop(self):
+            raise DraftModelLoaded
+
+        with mock.patch.object(ModelRunner, "model_specific_adjustment", stop):
+            with self.assertRaises(DraftModelLoaded):
+                runner.__init__(
+                    model_config=ModelConfig.from_server_args(server_args),
+                    mem_fraction_static=0.5,
+                    gpu_id=0,
+                    tp_rank=0,
+                    tp_size=1,
+                    moe_ep_rank=0,
+                    moe_ep_size=1,
+                    pp_rank=0,
+                    pp_size=1,
+                    nccl_port=0,
+                    server_args=server_args,
+                )
+        runner.model = TargetModelStandIn()
+        runner.init_aux_hidden_state_capture()
+        return runner.model.captured_layer_ids
+
+    def test_the_drafters_layer_ids(self):
+        draft = eagle3(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 3, 5]})
+        self.assertEqual(self.captured(draft), [1, 3, 5])
+
+    def test_top_level_layer_ids(self):
+        self.assertEqual(
+            self.captured(eagle3(eagle_aux_hidden_state_layer_ids=[0, 4, 6])), [0, 4, 6]
+        )
+
+    def test_default_layers_without_eagle_config(self):
+        """None: the target model captures its default layers."""
+        self.assertIsNone(self.captured(eagle3()))
+
+    def test_nothing_when_aux_is_off(self):
+        self.assertEqual(self.captured(NO_AUX_EAGLE3), "not set")
+
+
+class QueuesReached(Exception):
+    """Raised where init_disaggregation builds its transfer queues (network set-up)."""
+
+
+class TestPDMetadataBuffers(WorkerTestCase):
+    """The real ``Scheduler.init_disaggregation`` on a prefill and a decode server with
+    the same worker: the hidden-state slot has one size on both (the transfer copies the
+    prefill side's item length into the decode side's slot): the draft state's."""
+
+    def metadata_buffers(self, worker, target_worker, server_args, mode: str, v2: bool):
+        scheduler = Scheduler.__new__(Scheduler)
+        scheduler.server_args = server_args
+        server_args.disaggregation_mode = mode
+        server_args.disaggregation_transfer_backend = "fake"
+        scheduler.spec_algorithm = SpeculativeAlgorithm.from_string(
+            server_args.speculative_algorithm
+        )
+        scheduler.enable_overlap = v2
+        scheduler.draft_worker = worker
+        scheduler.tp_worker = target_worker
+        scheduler.model_config = target_worker.model_config
+        scheduler.req_to_token_pool = target_worker.req_to_token_pool
+        scheduler.max_running_requests = 8
+        scheduler.token_to_kv_pool_allocator = SimpleNamespace(
+            get_kvcache=lambda: SimpleNamespace(maybe_get_custom_mem_pool=lambda: None)
+        )
+        for name in (
+            "attn_tp_cpu_group",
+            "tree_cache",
+            "gpu_id",
+            "max_total_num_tokens",
+        ):
+            setattr(scheduler, name, None)
+        scheduler.tp_rank = scheduler.pp_rank = 0
+        scheduler.tp_size = scheduler.pp_size = 1
+
+        def stop(*args, **kwargs):
+            raise QueuesReached
+
+        with (
+            mock.patch.object(scheduler_module, "DecodeTransferQueue", stop),
+            mock.patch.object(scheduler_module, "PrefillBootstrapQueue", stop),
+        ):
+            with self.assertRaises(QueuesReached):
+                scheduler.init_disaggregation()
+        buffers = scheduler.disagg_metadata_buffers
+        pointers, _, item_lens = buffers.get_buf_infos()
+        hidden = buffers.output_hidden_states
+        return item_lens[pointers.index(hidden.data_ptr())], hidden.dtype
+
+    def check(self, cls, algorithm: str, draft: dict):
+        worker = self.start(cls, algorithm, draft)
+        v2 = cls not in V1_WORKERS
+        target_worker = worker.target_worker
+        server_args = worker.server_args
+        width, dtype = expected_sizes(algorithm, draft, llama())["decode"]
+        item = width * torch.empty(0, dtype=dtype).element_size()
+        for mode in ("prefill", "decode"):
+            with self.subTest(server=mode):
+                self.assertEqual(
+                    self.metadata_buffers(worker, target_worker, server_args, mode, v2),
+                    (item, dtype),
+                )
+
+    def test_eagle3_v1(self):
+        self.check(EAGLEWorker, "EAGLE3", NARROW_EAGLE3)
+
+    def test_eagle3_v2(self):
+        self.check(EAGLEWorkerV2, "EAGLE3", NARROW_EAGLE3)
+
+    def test_standalone_v1(self):
+        self.check(StandaloneWorker, "STANDALONE", STANDALONE_DRAFTER)
+
+    def test_standalone_v2(self):
+        self.check(StandaloneWorkerV2, "STANDALONE", STANDALONE_DRAFTER)
 
 
 class TestEagleConfigParser(CustomTestCase):
@@ -585,7 +908,7 @@ class TestEagleConfigParser(CustomTestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.folder = ConfigFolder()
+        cls.folder = ConfigFolders()
         cls.eagle3 = SpeculativeAlgorithm.EAGLE3
 
     @classmethod
@@ -593,21 +916,16 @@ class TestEagleConfigParser(CustomTestCase):
         cls.folder.cleanup()
 
     def hf_config(self, **changes):
-        """The hf_config of the Llama-3.1-8B EAGLE-3 drafter with these keys set (a
-        value of None: the key is written as JSON null)."""
-        config = dict(EAGLE3_LLAMA_3_1_8B, **changes)
-        model_config = self.folder.model_config(config, "draft", is_draft_model=True)
-        return model_config.hf_config
+        """An EAGLE-3 drafter's hf_config with these keys set (None: JSON null)."""
+        config = dict(eagle3(), **changes)
+        return self.folder.model_config(config, is_draft_model=True).hf_config
 
     def assert_refused(self, call, key: str, value, hf_config):
         with self.assertRaises(ValueError) as raised:
             call()
-        message = str(raised.exception)
-        self.assertIn(f"Invalid {key}={value!r} in the draft model config", message)
-        self.assertIn(hf_config.name_or_path, message)
-        self.assertIn(": expected ", message)
-        self.assertNotIn("\n", message)
-        return message
+        return assert_refusal(
+            self, raised.exception, key, value, hf_config.name_or_path
+        )
 
     def test_flag_accepted_forms(self):
         cases = [
@@ -689,7 +1007,7 @@ class TestEagleConfigParser(CustomTestCase):
 
     def test_layer_ids_accepted_forms(self):
         cases = [
-            ("no eagle_config", {}, None, DEFAULT_NUM_AUX_HIDDEN_STATES),
+            ("no eagle_config", {}, None, DEFAULT_NUM_AUX),
             ("eagle_config without ids", {"eagle_config": {}}, None, 3),
             (
                 "three ids",
@@ -831,46 +1149,41 @@ class TestStartupValidation(CustomTestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.folder = ConfigFolder()
-        cls.llama_target = cls.folder.model_config(LLAMA_3_1_8B_INSTRUCT, "target")
-        cls.qwen3_14b_target = cls.folder.model_config(QWEN3_14B, "target")
-        cls.qwen3_30b_target = cls.folder.model_config(QWEN3_30B_A3B, "target")
+        cls.folder = ConfigFolders()
+        cls.target = cls.folder.model_config(llama())
+        cls.wide_target = cls.folder.model_config(llama(hidden_size=512))
 
     @classmethod
     def tearDownClass(cls):
         cls.folder.cleanup()
 
-    def draft(self, base: dict = EAGLE3_LLAMA_3_1_8B, **changes) -> ModelConfig:
-        config = dict(base, **changes)
-        return self.folder.model_config(config, "draft", is_draft_model=True)
+    def draft(self, base: Optional[dict] = None, **changes) -> ModelConfig:
+        config = dict(base or eagle3(), **changes)
+        return self.folder.model_config(config, is_draft_model=True)
 
     def assert_refused(self, draft, target, key: str, value):
         with self.assertRaises(ValueError) as raised:
             validate_eagle_draft_config(SpeculativeAlgorithm.EAGLE3, draft, target)
-        message = str(raised.exception)
-        self.assertIn(f"Invalid {key}={value!r} in the draft model config", message)
-        self.assertIn(draft.model_path, message)
-        self.assertIn(f"for the target model config {target.model_path}", message)
-        self.assertIn(": expected ", message)
-        self.assertNotIn("\n", message)
+        message = assert_refusal(self, raised.exception, key, value, draft.model_path)
+        self.assertIn(target.model_path, message)
         return message
 
     def test_valid_drafters_pass(self):
         cases = [
-            (self.draft(), self.llama_target),
-            (self.draft(EAGLE3_LLAMA_3_1_8B_NO_AUX), self.llama_target),
-            (self.draft(target_hidden_size=4096), self.llama_target),
-            (self.draft(num_aux_hidden_states=3), self.llama_target),
+            (self.draft(), self.target),
+            (self.draft(NO_AUX_EAGLE3), self.target),
+            (self.draft(target_hidden_size=256), self.target),
+            (self.draft(num_aux_hidden_states=3), self.target),
             (
                 self.draft(
                     eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 15, 29]}
                 ),
-                self.llama_target,
+                self.target,
             ),
-            (self.draft(EAGLE3_NARROW_FOR_QWEN3_14B), self.qwen3_14b_target),
+            (self.draft(NARROW_EAGLE3), self.target),
             (
                 self.draft(eagle_aux_hidden_state_layer_ids=[1, 15, 29]),
-                self.llama_target,
+                self.target,
             ),
         ]
         for draft, target in cases:
@@ -882,33 +1195,33 @@ class TestStartupValidation(CustomTestCase):
                 )
 
     def test_other_algorithms_are_not_checked(self):
-        draft = self.draft(target_hidden_size=5120, eagle_config="x")
+        draft = self.draft(target_hidden_size=512, eagle_config="x")
         for algorithm in (SpeculativeAlgorithm.EAGLE, SpeculativeAlgorithm.STANDALONE):
             with self.subTest(algorithm=algorithm.name):
                 self.assertIsNone(
-                    validate_eagle_draft_config(algorithm, draft, self.llama_target)
+                    validate_eagle_draft_config(algorithm, draft, self.target)
                 )
 
     def test_target_hidden_size_of_another_target(self):
         self.assert_refused(
-            self.draft(target_hidden_size=5120),
-            self.llama_target,
+            self.draft(target_hidden_size=512),
+            self.target,
             "target_hidden_size",
-            5120,
+            512,
         )
         # A drafter whose architecture is not llama_eagle3's: no fc width to compare,
         # the declared target width alone tells it was trained for another target.
         self.assert_refused(
-            self.draft(EAGLE3_QWEN3_30B_A3B, target_hidden_size=4096),
-            self.qwen3_30b_target,
+            self.draft(FOUR_LAYER_EAGLE3, target_hidden_size=128),
+            self.target,
             "target_hidden_size",
-            4096,
+            128,
         )
 
     def test_num_aux_hidden_states_disagrees_with_the_capture(self):
         self.assert_refused(
             self.draft(num_aux_hidden_states=4),
-            self.llama_target,
+            self.target,
             "num_aux_hidden_states",
             4,
         )
@@ -917,43 +1230,34 @@ class TestStartupValidation(CustomTestCase):
                 num_aux_hidden_states=3,
                 eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 31]},
             ),
-            self.llama_target,
+            self.target,
             "num_aux_hidden_states",
             3,
         )
 
     def test_narrow_drafter_without_target_hidden_size(self):
-        """A 4096-wide drafter for a 5120-wide target must say target_hidden_size: its fc
-        would take 3 x 4096 features while the target produces 3 x 5120."""
+        """A 256-wide drafter for a 512-wide target must say target_hidden_size: its fc
+        would take 3 x 256 features while the target produces 3 x 512."""
         message = self.assert_refused(
-            self.draft(
-                {
-                    key: value
-                    for key, value in EAGLE3_NARROW_FOR_QWEN3_14B.items()
-                    if key != "target_hidden_size"
-                }
-            ),
-            self.qwen3_14b_target,
-            "target_hidden_size",
-            None,
+            self.draft(), self.wide_target, "target_hidden_size", None
         )
-        self.assertIn("5120", message)
+        self.assertIn("512", message)
 
     def test_top_level_layer_ids_of_another_length(self):
         self.assert_refused(
             self.draft(eagle_aux_hidden_state_layer_ids=[1, 31]),
-            self.llama_target,
+            self.target,
             "eagle_aux_hidden_state_layer_ids",
             [1, 31],
         )
 
     def test_fc_width_differs_from_what_the_target_produces(self):
         """llama_eagle3.py's fc takes 3 x hidden_size features; four captured layers
-        produce 4 x 4096."""
+        produce 4 x 256."""
         layer_ids = [1, 8, 16, 31]
         self.assert_refused(
             self.draft(eagle_config={"eagle_aux_hidden_state_layer_ids": layer_ids}),
-            self.llama_target,
+            self.target,
             "eagle_config.eagle_aux_hidden_state_layer_ids",
             layer_ids,
         )
@@ -961,27 +1265,21 @@ class TestStartupValidation(CustomTestCase):
     def test_parser_refusals_name_both_configs(self):
         self.assert_refused(
             self.draft(eagle_config={"use_aux_hidden_state": "yes"}),
-            self.llama_target,
+            self.target,
             "eagle_config.use_aux_hidden_state",
             "yes",
         )
         self.assert_refused(
             self.draft(eagle_config={"eagle_aux_hidden_state_layer_ids": []}),
-            self.llama_target,
+            self.target,
             "eagle_config.eagle_aux_hidden_state_layer_ids",
             [],
         )
 
-    def test_every_worker_stops_at_start_up(self):
-        draft = self.draft(target_hidden_size=5120)
-        for kind, _, _ in WORKER_KINDS:
-            with self.subTest(worker=kind):
-                with self.assertRaises(ValueError):
-                    make_worker(kind, "EAGLE3", draft, self.llama_target)
-
 
 # ---------------------------------------------------------------------------
-# Structural guard: every sizing site goes through the classmethods.
+# Structural guard: the sizing sites of the files and classes the patch touches go
+# through the classmethods, with the worker and the condition each must use.
 # ---------------------------------------------------------------------------
 
 DECODE_CLASS = "EagleDraftInput"
@@ -989,13 +1287,60 @@ EXTEND_CLASS = "EagleDraftExtendInput"
 INPUT_CLASSES = (DECODE_CLASS, EXTEND_CLASS)
 ALLOCATORS = ("zeros", "empty", "ones", "full")
 
-#: Idle inputs built where no worker is in reach: an EagleDraftExtendInput sized from the
-#: batch, which the worker rebuilds with its own sizes before the draft-extend forward.
-DETACHED_IDLE_INPUT_SCOPES = {("eagle_info.py", "EagleVerifyInput.verify")}
-#: Sites of the extend phase whose scope does not say "draft_extend".
-EXTEND_SCOPES = {
-    ("multi_layer_eagle_worker_v2.py", "MultiLayerEagleDraftWorker.__init__")
+#: Every sizing site: (file under srt/, "Class.method") -> (input class, worker).
+SIZING_SITES: Dict[Tuple[str, str], Tuple[str, str]] = {
+    ("speculative/eagle_worker.py", "EAGLEWorker._draft_preprocess_idle"): (
+        DECODE_CLASS,
+        "self",
+    ),
+    ("speculative/eagle_worker.py", "EAGLEWorker.forward_draft_extend_after_decode"): (
+        EXTEND_CLASS,
+        "self",
+    ),
+    (
+        "speculative/multi_layer_eagle_worker.py",
+        "MultiLayerEagleWorker.forward_draft_extend_after_decode",
+    ): (EXTEND_CLASS, "self"),
+    ("speculative/eagle_worker_v2.py", "EAGLEWorkerV2.forward_batch_generation"): (
+        DECODE_CLASS,
+        "self.draft_worker",
+    ),
+    (
+        "speculative/multi_layer_eagle_worker_v2.py",
+        "MultiLayerEagleWorkerV2.forward_batch_generation",
+    ): (DECODE_CLASS, "self.draft_worker"),
+    (
+        "speculative/multi_layer_eagle_worker_v2.py",
+        "MultiLayerEagleDraftWorker.__init__",
+    ): (EXTEND_CLASS, "self"),
+    (
+        "speculative/eagle_draft_cuda_graph_runner.py",
+        "EAGLEDraftCudaGraphRunner.__init__",
+    ): (DECODE_CLASS, "self.eagle_worker"),
+    (
+        "speculative/eagle_draft_extend_cuda_graph_runner.py",
+        "EAGLEDraftExtendCudaGraphRunner.__init__",
+    ): (EXTEND_CLASS, "self.eagle_worker"),
+    (
+        "speculative/multi_layer_eagle_draft_extend_cuda_graph_runner.py",
+        "MultiLayerEagleDraftExtendCudaGraphRunner.init_buffers_and_capture",
+    ): (EXTEND_CLASS, "self.eagle_worker"),
+    ("managers/scheduler.py", "Scheduler.init_disaggregation"): (
+        DECODE_CLASS,
+        "self.draft_worker",
+    ),
 }
+#: Idle inputs built where no worker is in reach: an EagleDraftExtendInput sized from the
+#: batch, which the v1 workers rebuild with their own sizes before the draft-extend forward.
+DETACHED_IDLE_INPUT_SITE = ("speculative/eagle_info.py", "EagleVerifyInput.verify")
+#: The v1 workers that rebuild it.
+REBUILDING_WORKERS = {
+    "speculative/eagle_worker.py": "EAGLEWorker",
+    "speculative/multi_layer_eagle_worker.py": "MultiLayerEagleWorker",
+}
+#: Which algorithms send a draft state from the prefill to the decode server: both PD
+#: metadata buffers size their hidden-state slot under this one condition.
+PD_CONDITION = "self.spec_algorithm.is_eagle() or self.spec_algorithm.is_standalone()"
 #: What every EAGLE worker sets at start-up, and the one function each must come from.
 PARSED_ATTRIBUTES = {
     "eagle_use_aux_hidden_state": "parse_eagle_use_aux_hidden_state",
@@ -1003,47 +1348,41 @@ PARSED_ATTRIBUTES = {
 }
 #: Calls in a worker's __init__ that build (and load) the draft model.
 DRAFT_MODEL_BUILDERS = {"super().__init__", "TpModelWorker"}
-#: The EAGLE workers that must check their drafter (before building the draft model) and
-#: take the parsed attributes from the parser.
+#: The EAGLE workers that check their drafter before building the draft model.
 EAGLE_WORKERS = {
-    "eagle_worker.py": "EAGLEWorker",
-    "eagle_worker_v2.py": "EagleDraftWorker",
-    "multi_layer_eagle_worker.py": "MultiLayerEagleWorker",
-    "multi_layer_eagle_worker_v2.py": "MultiLayerEagleDraftWorker",
+    "speculative/eagle_worker.py": "EAGLEWorker",
+    "speculative/eagle_worker_v2.py": "EagleDraftWorker",
+    "speculative/multi_layer_eagle_worker.py": "MultiLayerEagleWorker",
+    "speculative/multi_layer_eagle_worker_v2.py": "MultiLayerEagleDraftWorker",
 }
 
 
-def sglang_srt_dir() -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(sglang.__file__)), "srt")
+def touched_classes() -> Dict[str, set]:
+    """file -> the classes the guard reads: those holding a sizing site."""
+    classes: Dict[str, set] = {}
+    for file, scope in list(SIZING_SITES) + [DETACHED_IDLE_INPUT_SITE]:
+        classes.setdefault(file, set()).add(scope.split(".")[0])
+    for file, name in EAGLE_WORKERS.items():
+        classes.setdefault(file, set()).add(name)
+    return classes
 
 
-def sizing_files() -> List[str]:
-    """Every module of srt/speculative/, and the scheduler (PD metadata buffers)."""
-    srt = sglang_srt_dir()
-    speculative = os.path.join(srt, "speculative")
-    files = [
-        os.path.join(speculative, name)
-        for name in sorted(os.listdir(speculative))
-        if name.endswith(".py")
-    ]
-    return files + [os.path.join(srt, "managers", "scheduler.py")]
+def read_module(file: str) -> ast.Module:
+    path = os.path.join(os.path.dirname(os.path.abspath(sglang.__file__)), "srt", file)
+    with open(path) as f:
+        return ast.parse(f.read(), filename=path)
 
 
-def walk_with_scope(tree: ast.Module):
-    """Yield (node, "Class.function", enclosing function) for every node."""
+def class_node(module: ast.Module, name: str) -> Optional[ast.ClassDef]:
+    return next(
+        (n for n in module.body if isinstance(n, ast.ClassDef) and n.name == name), None
+    )
 
-    def visit(node, scope, function):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.ClassDef):
-                yield from visit(child, scope + [child.name], function)
-            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                yield child, ".".join(scope), function
-                yield from visit(child, scope + [child.name], child)
-            else:
-                yield child, ".".join(scope), function
-                yield from visit(child, scope, function)
 
-    yield from visit(tree, [], None)
+def methods_of(cls: ast.ClassDef):
+    for node in cls.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
 
 
 def classmethod_call(node: ast.AST, method: str) -> Optional[Tuple[str, str]]:
@@ -1061,14 +1400,8 @@ def classmethod_call(node: ast.AST, method: str) -> Optional[Tuple[str, str]]:
     return None
 
 
-def routed(width: ast.AST, dtype: Optional[ast.AST]) -> Optional[str]:
-    """The input class when width and dtype come from the same class's classmethods for
-    the same worker, else None."""
-    width_call = classmethod_call(width, "hidden_size_for")
-    dtype_call = classmethod_call(dtype, "dtype_for") if dtype is not None else None
-    if width_call is None or width_call != dtype_call:
-        return None
-    return width_call[0]
+def keyword(call: ast.Call, name: str) -> Optional[ast.AST]:
+    return next((k.value for k in call.keywords if k.arg == name), None)
 
 
 def names_hidden_width(node: ast.AST) -> bool:
@@ -1079,138 +1412,101 @@ def names_hidden_width(node: ast.AST) -> bool:
     )
 
 
-def keyword(call: ast.Call, name: str) -> Optional[ast.AST]:
-    return next((k.value for k in call.keywords if k.arg == name), None)
-
-
-def expected_phase(file: str, scope: str) -> str:
-    if (
-        "draftextend" in scope.lower().replace("_", "")
-        or (file, scope) in EXTEND_SCOPES
-    ):
-        return EXTEND_CLASS
-    return DECODE_CLASS
-
-
-def padding_pairs(width: ast.AST, dtype: ast.AST):
-    """Split ``(<a> if c else <b>)`` width/dtype pairs that share their conditions."""
-    if (
-        isinstance(width, ast.IfExp)
-        and isinstance(dtype, ast.IfExp)
-        and ast.dump(width.test) == ast.dump(dtype.test)
-    ):
-        yield from padding_pairs(width.body, dtype.body)
-        yield from padding_pairs(width.orelse, dtype.orelse)
-    else:
-        yield width, dtype
-
-
-def sizing_violations(path: str) -> List[str]:
-    """Every sizing site of one file that does not go through the classmethods, as
-    ``file:line: what``."""
-    relative = os.path.relpath(path, sglang_srt_dir())
-    file = os.path.basename(path)
-    with open(path) as f:
-        tree = ast.parse(f.read(), filename=path)
-    found = []
-
-    def report(node, what):
-        found.append(f"{relative}:{node.lineno}: {what}")
-
-    def check_phase(node, scope, input_class):
-        wanted = expected_phase(file, scope)
-        if input_class != wanted:
-            report(node, f"{scope} is sized by {input_class}; expected {wanted}")
-
-    for node, scope, function in walk_with_scope(tree):
-        if not isinstance(node, ast.Call) or not isinstance(
-            node.func, (ast.Attribute, ast.Name)
-        ):
+def sizing_calls(function: ast.FunctionDef):
+    """(call, what, width, dtype) for every hidden-state size in a method."""
+    parameters = {a.arg for a in function.args.args + function.args.kwonlyargs}
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Call):
             continue
-        name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
-
-        if name == "create_idle_input" and keyword(node, "hidden_size") is not None:
-            width, dtype = keyword(node, "hidden_size"), keyword(node, "dtype")
-            built = ast.unparse(node.func.value)
-            if (file, scope) in DETACHED_IDLE_INPUT_SCOPES:
-                if built != EXTEND_CLASS:
-                    report(
-                        node,
-                        f"idle input of {scope} is a {built}; expected "
-                        f"{EXTEND_CLASS}, which the worker rebuilds",
-                    )
-                continue
-            input_class = routed(width, dtype)
-            if input_class is None or built != input_class:
-                report(
-                    node,
-                    f"idle input sized inline: hidden_size="
-                    f"{ast.unparse(width)}; expected <{DECODE_CLASS} or "
-                    f"{EXTEND_CLASS}>.hidden_size_for/dtype_for(<worker>)",
-                )
-            else:
-                check_phase(node, scope, input_class)
-
+        func = ast.unparse(node.func)
+        if func.endswith("create_idle_input") and keyword(node, "hidden_size"):
+            yield node, "idle input", keyword(node, "hidden_size"), keyword(
+                node, "dtype"
+            )
+        elif func == "MetadataBuffers" and keyword(node, "hidden_size"):
+            yield node, "PD metadata buffer", keyword(node, "hidden_size"), keyword(
+                node, "hidden_states_dtype"
+            )
         elif (
-            name in ALLOCATORS
-            and isinstance(node.func, ast.Attribute)
+            isinstance(node.func, ast.Attribute)
             and ast.unparse(node.func.value) == "torch"
+            and node.func.attr in ALLOCATORS
             and node.args
             and isinstance(node.args[0], ast.Tuple)
             and node.args[0].elts
             and names_hidden_width(node.args[0].elts[-1])
         ):
             width = node.args[0].elts[-1]
-            parameters = (
-                {a.arg for a in function.args.args + function.args.kwonlyargs}
-                if function is not None
-                else set()
-            )
             if isinstance(width, ast.Name) and width.id in parameters:
-                continue  # sized by the caller (create_idle_input's own body)
-            input_class = routed(width, keyword(node, "dtype"))
-            if input_class is None:
-                report(
-                    node,
-                    f"hidden-state buffer sized inline: "
-                    f"{ast.unparse(width)}; expected <{DECODE_CLASS} or "
-                    f"{EXTEND_CLASS}>.hidden_size_for/dtype_for(<worker>)",
-                )
-            else:
-                check_phase(node, scope, input_class)
+                continue  # sized by the caller
+            yield node, "hidden-state buffer", width, keyword(node, "dtype")
 
-        elif name == "MetadataBuffers" and keyword(node, "hidden_size") is not None:
-            width = keyword(node, "hidden_size")
-            dtype = keyword(node, "hidden_states_dtype")
-            for width_branch, dtype_branch in padding_pairs(width, dtype):
-                if isinstance(width_branch, ast.Constant):
-                    continue  # RDMA padding when no draft state is sent
-                input_class = routed(width_branch, dtype_branch)
-                if input_class is None:
-                    report(
-                        node,
-                        f"PD metadata buffer sized inline: hidden_size="
-                        f"{ast.unparse(width_branch)}; expected "
-                        f"{DECODE_CLASS}.hidden_size_for/dtype_for(<worker>)",
-                    )
-                else:
-                    check_phase(node, scope, input_class)
-    return found
+
+def site_violations(file: str, scope: str, call, what, width, dtype) -> List[str]:
+    where = f"{file}:{call.lineno}: {what} in {scope}"
+    if (file, scope) == DETACHED_IDLE_INPUT_SITE:
+        built = ast.unparse(call.func.value)
+        if built != EXTEND_CLASS:
+            return [
+                f"{where} is a {built}; expected {EXTEND_CLASS}, which the worker rebuilds"
+            ]
+        return []
+    site = SIZING_SITES.get((file, scope))
+    if site is None:
+        return [f"{where} is not a known sizing site; size it through the classmethods"]
+    input_class, worker = site
+    if what == "PD metadata buffer":
+        if not (
+            isinstance(width, ast.IfExp)
+            and isinstance(dtype, ast.IfExp)
+            and ast.unparse(width.test) == PD_CONDITION
+            and ast.unparse(dtype.test) == PD_CONDITION
+        ):
+            return [f"{where}: the draft state's size must apply when {PD_CONDITION}"]
+        width, dtype = width.body, dtype.body
+    wanted = (input_class, worker)
+    got = (
+        classmethod_call(width, "hidden_size_for"),
+        classmethod_call(dtype, "dtype_for"),
+    )
+    if got != (wanted, wanted):
+        return [
+            f"{where} is sized by {ast.unparse(width)} / "
+            f"{ast.unparse(dtype) if dtype is not None else None}; expected "
+            f"{input_class}.hidden_size_for/dtype_for({worker})"
+        ]
+    return []
 
 
 class TestSizingSitesUseTheContract(CustomTestCase):
-    """Reads srt/speculative/*.py and managers/scheduler.py: an inline hidden width (a
-    merge that brings back ``hidden_size * 3``) fails here with its file and line."""
+    """Reads the classes the sizing patch touches: an inline width (a merge that brings
+    back ``hidden_size * 3``), another worker or another condition fails here, naming the
+    file and line. Other classes and files are not read."""
 
-    def test_sizing_sites_found(self):
-        """The guard looks where the sites are: a renamed folder must not pass silently."""
-        files = sizing_files()
-        names = {os.path.basename(f) for f in files}
-        for name in list(EAGLE_WORKERS) + ["eagle_info.py", "scheduler.py"]:
-            self.assertIn(name, names)
+    def test_every_site_is_found(self):
+        for (file, scope), (input_class, worker) in SIZING_SITES.items():
+            with self.subTest(site=scope):
+                class_name, method = scope.split(".")
+                cls = class_node(read_module(file), class_name)
+                self.assertIsNotNone(cls, f"{file}: no class {class_name}")
+                function = next((m for m in methods_of(cls) if m.name == method), None)
+                self.assertIsNotNone(function, f"{file}: no {scope}")
+                self.assertTrue(
+                    list(sizing_calls(function)), f"{file}: {scope} sizes nothing"
+                )
 
     def test_no_inline_hidden_state_sizes(self):
-        violations = [v for path in sizing_files() for v in sizing_violations(path)]
+        violations = []
+        for file, class_names in sorted(touched_classes().items()):
+            module = read_module(file)
+            for class_name in sorted(class_names):
+                cls = class_node(module, class_name)
+                if cls is None:
+                    continue  # test_every_site_is_found names it
+                for function in methods_of(cls):
+                    scope = f"{class_name}.{function.name}"
+                    for found in sizing_calls(function):
+                        violations += site_violations(file, scope, *found)
         if violations:
             self.fail(
                 "Size EAGLE hidden states through EagleDraftInput (decode phase) or "
@@ -1218,92 +1514,67 @@ class TestSizingSitesUseTheContract(CustomTestCase):
                 + "\n".join(violations)
             )
 
-    def test_workers_rebuild_detached_idle_inputs(self):
-        """An idle input built in verify has no worker's sizes: the v1 workers rebuild it
-        under ``if batch.forward_mode.is_idle():`` before the draft-extend forward."""
-        speculative = os.path.join(sglang_srt_dir(), "speculative")
-        rebuilt = []
-        for name in sorted(os.listdir(speculative)):
-            if not name.endswith(".py"):
-                continue
-            with open(os.path.join(speculative, name)) as f:
-                tree = ast.parse(f.read())
-            for node, scope, _ in walk_with_scope(tree):
-                if not (
-                    isinstance(node, ast.FunctionDef)
-                    and node.name == "forward_draft_extend_after_decode"
-                ):
-                    continue
+    def test_v1_workers_rebuild_the_idle_input_verify_made(self):
+        """Under ``if batch.forward_mode.is_idle():`` at the top level of
+        ``forward_draft_extend_after_decode``, so that an input arriving idle is rebuilt.
+        """
+        for file, class_name in REBUILDING_WORKERS.items():
+            with self.subTest(worker=class_name):
+                cls = class_node(read_module(file), class_name)
+                function = next(
+                    m
+                    for m in methods_of(cls)
+                    if m.name == "forward_draft_extend_after_decode"
+                )
                 rebuilds = [
                     stmt
-                    for stmt in node.body
+                    for stmt in function.body
                     if isinstance(stmt, ast.If)
-                    and ast.unparse(stmt.test).endswith("forward_mode.is_idle()")
+                    and ast.unparse(stmt.test) == "batch.forward_mode.is_idle()"
                     and any(
                         isinstance(n, ast.Call)
                         and ast.unparse(n.func) == f"{EXTEND_CLASS}.create_idle_input"
                         for n in ast.walk(stmt)
                     )
                 ]
-                with self.subTest(file=name, scope=f"{scope}.{node.name}"):
-                    self.assertTrue(
-                        rebuilds,
-                        f"speculative/{name}:{node.lineno}: {scope}.{node.name} does "
-                        f"not rebuild an idle input as {EXTEND_CLASS}",
-                    )
-                rebuilt.append(name)
-        self.assertIn("eagle_worker.py", rebuilt)
+                self.assertTrue(
+                    rebuilds,
+                    f"{file}:{function.lineno}: {class_name}.forward_draft_extend_after_decode "
+                    f"does not rebuild an idle input as {EXTEND_CLASS}",
+                )
 
     def test_eagle_workers_start_up_through_the_parser(self):
-        """Every EAGLE worker checks its drafter before it builds the draft model, and
-        sets eagle_use_aux_hidden_state and eagle_num_aux_hidden_states from the one
-        parser; nothing in srt/speculative/ sets them another way."""
-        speculative = os.path.join(sglang_srt_dir(), "speculative")
-        for name in sorted(os.listdir(speculative)):
-            if not name.endswith(".py"):
-                continue
-            with open(os.path.join(speculative, name)) as f:
-                tree = ast.parse(f.read())
-            for node in ast.walk(tree):
-                if not isinstance(node, ast.Assign):
-                    continue
-                for target in node.targets:
-                    parser = (
-                        PARSED_ATTRIBUTES.get(target.attr)
-                        if isinstance(target, ast.Attribute)
-                        else None
-                    )
-                    if parser is None:
-                        continue
-                    value = node.value
-                    self.assertTrue(
-                        isinstance(value, ast.Call)
-                        and ast.unparse(value.func) == parser,
-                        f"speculative/{name}:{node.lineno}: {target.attr} = "
-                        f"{ast.unparse(value)}; expected {parser}(...)",
-                    )
-            class_name = EAGLE_WORKERS.get(name)
-            if class_name is None:
-                continue
+        """Each EAGLE worker checks its drafter before it builds the draft model and sets
+        the parsed attributes from the one parser."""
+        for file, class_name in EAGLE_WORKERS.items():
             with self.subTest(worker=class_name):
-                cls = next(
-                    n
-                    for n in tree.body
-                    if isinstance(n, ast.ClassDef) and n.name == class_name
-                )
-                init = next(
-                    n
-                    for n in cls.body
-                    if isinstance(n, ast.FunctionDef) and n.name == "__init__"
-                )
-                first_call = {}
-                for call in ast.walk(init):
-                    if isinstance(call, ast.Call):
-                        func = ast.unparse(call.func)
+                cls = class_node(read_module(file), class_name)
+                init = next(m for m in methods_of(cls) if m.name == "__init__")
+                where = f"{file}:{init.lineno}: {class_name}.__init__"
+                first_call: Dict[str, int] = {}
+                for node in ast.walk(init):
+                    if isinstance(node, ast.Call):
+                        func = ast.unparse(node.func)
                         first_call[func] = min(
-                            first_call.get(func, call.lineno), call.lineno
+                            first_call.get(func, node.lineno), node.lineno
                         )
-                where = f"speculative/{name}:{init.lineno}: {class_name}.__init__"
+                    if isinstance(node, ast.Assign):
+                        for target in node.targets:
+                            parser = (
+                                PARSED_ATTRIBUTES.get(target.attr)
+                                if isinstance(target, ast.Attribute)
+                                else None
+                            )
+                            if parser is not None:
+                                self.assertEqual(
+                                    (
+                                        ast.unparse(node.value.func)
+                                        if isinstance(node.value, ast.Call)
+                                        else ast.unparse(node.value)
+                                    ),
+                                    parser,
+                                    f"{where}: {target.attr}",
+                                )
                 for function in (
                     "validate_eagle_draft_config",
                     *PARSED_ATTRIBUTES.values(),
@@ -1323,5 +1594,5 @@ class TestSizingSitesUseTheContract(CustomTestCase):
 
 
 if __name__ == "__main__":
-    logging.getLogger("sglang.srt.configs.model_config").setLevel(logging.ERROR)
+    logging.getLogger("sglang").setLevel(logging.ERROR)
     unittest.main()
