@@ -11,7 +11,14 @@ import libcst as cst
 
 from ..engine import Finding, Rule
 from ..sites import ExtendPhase, Kind, Phase, site_for
-from ..syntax import dotted, has_comment, keyword_arg, same_expression, with_comment
+from ..syntax import (
+    dotted,
+    drop_unused_locals,
+    has_comment,
+    keyword_arg,
+    same_expression,
+    with_comment,
+)
 
 DETACHED_COMMENT = (
     "No worker in reach: the worker rebuilds this idle input",
@@ -40,6 +47,17 @@ def routed_args(call: cst.Call, input_class: str, worker: str) -> bool:
     )
 
 
+def replaced_locals(call: cst.Call) -> set[str]:
+    """The locals ``route_args`` stops reading: a ``hidden_size=`` or ``dtype=`` given as a
+    bare name (a fork that reads the width into a local first)."""
+    names = set()
+    for keyword in ("hidden_size", "dtype"):
+        arg = keyword_arg(call, keyword)
+        if arg is not None and isinstance(arg.value, cst.Name):
+            names.add(arg.value.value)
+    return names
+
+
 def route_args(call: cst.Call, input_class: str, worker: str) -> cst.Call:
     args = []
     for arg in call.args:
@@ -64,6 +82,17 @@ class IdleInputRule(Rule):
     def __init__(self, file: str):
         super().__init__(file)
         self._detached_in_statement = False
+        #: per enclosing function, the locals a routed call no longer reads
+        self._replaced: list[set[str]] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool | None:
+        self._replaced.append(set())
+        return super().visit_FunctionDef(node)
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        replaced = self._replaced.pop()
+        updated_node = super().leave_FunctionDef(original_node, updated_node)
+        return drop_unused_locals(updated_node, replaced) if replaced else updated_node
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call):
         if not idle_input_call(original_node):
@@ -91,6 +120,8 @@ class IdleInputRule(Rule):
             self.report(original_node, label, Finding.ROUTED)
             return updated_node
         self.report(original_node, label, Finding.UNROUTED)
+        if self._replaced:
+            self._replaced[-1] |= replaced_locals(original_node)
         return route_args(updated_node, input_class, site.worker)
 
     def leave_SimpleStatementLine(self, original_node, updated_node):
