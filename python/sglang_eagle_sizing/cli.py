@@ -177,8 +177,17 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{found}: finished it", file=sys.stderr)
                 if interrupted.operation == args.command:
                     return OK
+            committed = transaction.committed_files(tree, transaction.read_manifest(tree))
             if args.command == "revert":
-                return _revert(tree, force=args.force)
+                return _revert(tree, force=args.force, committed=committed)
+            if committed is not None:
+                # git holds what the backup was for: the next revert is git's (README)
+                transaction.drop_backup(tree)
+                print(
+                    f"note: {tree.describe()}: the last apply is committed; its backup "
+                    "under the git directory is dropped and this apply starts a new one",
+                    file=sys.stderr,
+                )
             return _apply(tree, force=args.force, quiet=args.quiet)
     except (TreeError, RewriteError) as exc:
         sys.stdout.flush()
@@ -300,7 +309,22 @@ def _apply(tree: SglangTree, force: bool, quiet: bool) -> int:
     return OK
 
 
-def _revert(tree: SglangTree, force: bool) -> int:
+def _revert(tree: SglangTree, force: bool, committed: list[str] | None = None) -> int:
+    if committed is not None and not force:
+        manifest = transaction.read_manifest(tree)
+        changed = [
+            key
+            for key in committed
+            if transaction.digest(transaction._read(tree.path(key)))
+            != manifest[key]["patched_sha256"]
+        ]
+        if changed:
+            raise TreeError(
+                f"{display(tree.path(changed[0]))}: the apply is committed and this file "
+                "changed since; restoring the bytes from before apply would undo the fork's "
+                "later work: nothing reverted (take the patch out with git, e.g. git revert "
+                "the commit that applied it; revert --force restores those bytes anyway)"
+            )
     reverted = transaction.revert(tree, force=force)
     for key in reverted.edited:
         print(
