@@ -86,5 +86,12 @@ def test_revert_right_after_the_commit_then_a_refused_apply_leave_no_state_folde
         + "\n\ndef fork_idle(d):\n    return torch.zeros((1, d.hidden_size), dtype=d.dtype)\n"
     )
     code, out, err = run_cli("apply", ".")
-    assert code == 2 and "nothing written" in err
+    assert code == 2 and out == ""
+    first, unknown = err.splitlines()
+    assert first == (
+        "error: sizing sites the rules cannot handle; nothing written (sglang-eagle-sizing "
+        "apply --help says what to do):"
+    )
+    line = worker.read_text().splitlines().index("    return torch.zeros((1, d.hidden_size), dtype=d.dtype)") + 1
+    assert unknown == f"{WORKER}:{line}  fork_idle  buffer  unknown buffer"
     assert not _state_dir(checkout).exists()
