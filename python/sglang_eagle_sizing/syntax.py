@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import textwrap
+from collections.abc import Iterator
 
 import black
 import libcst as cst
 
 #: SGLang formats with black's defaults.
 LINE_LENGTH = 88
+#: the line length of the tree being rewritten (its pyproject.toml's black/ruff setting)
+_LINE_LENGTH: contextvars.ContextVar[int] = contextvars.ContextVar(
+    "line_length", default=LINE_LENGTH
+)
+
+
+@contextlib.contextmanager
+def line_length(length: int | None) -> Iterator[None]:
+    """Format what the rules insert at ``length`` columns (``None``: black's 88) inside."""
+    token = _LINE_LENGTH.set(length or LINE_LENGTH)
+    try:
+        yield
+    finally:
+        _LINE_LENGTH.reset(token)
 
 _EMPTY_MODULE = cst.Module(body=[])
 
@@ -71,7 +88,7 @@ def call_name(node: cst.CSTNode) -> str | None:
 
 def black_format(source: str, column: int) -> str:
     """Format statements as black would at indentation ``column``."""
-    mode = black.Mode(line_length=max(LINE_LENGTH - column, 20))
+    mode = black.Mode(line_length=max(_LINE_LENGTH.get() - column, 20))
     return black.format_str(textwrap.dedent(source), mode=mode)
 
 

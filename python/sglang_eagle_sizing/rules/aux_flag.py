@@ -13,6 +13,9 @@ goes. A bad drafter then stops the worker before any weight loads.
 
 from __future__ import annotations
 
+import ast
+import textwrap
+
 import libcst as cst
 
 from ..engine import Finding, Rule
@@ -109,8 +112,12 @@ def _assigns_flag(node: cst.CSTNode) -> bool:
 
 
 def _bare(stmt: cst.BaseStatement) -> str:
-    """A statement's code without its comments and blank lines."""
-    return code_of(stmt.with_changes(leading_lines=[])).strip()
+    """A statement as Python reads it: how a formatter wrapped it does not matter."""
+    code = code_of(stmt.with_changes(leading_lines=[])).strip()
+    try:
+        return ast.dump(ast.parse(textwrap.dedent(code)))
+    except SyntaxError:
+        return code
 
 
 class AuxFlagRule(Rule):

@@ -12,11 +12,13 @@ import libcst as cst
 from ..engine import Finding, Rule
 from ..sites import ExtendPhase, Kind, Phase, site_for
 from ..syntax import (
+    code_of,
     dotted,
     drop_unused_locals,
     has_comment,
     keyword_arg,
     same_expression,
+    statement,
     with_comment,
 )
 
@@ -82,6 +84,9 @@ class IdleInputRule(Rule):
     def __init__(self, file: str):
         super().__init__(file)
         self._detached_in_statement = False
+        #: the statement holds a call this pass rewrites (not set by the check pass,
+        #: whose rewritten nodes are dropped)
+        self._rerender = False
         #: per enclosing function, the locals a routed call no longer reads
         self._replaced: list[set[str]] = []
 
@@ -112,6 +117,7 @@ class IdleInputRule(Rule):
                 return updated_node
             self.report(original_node, label, Finding.UNROUTED)
             self._detached_in_statement = True
+            self._rerender = updated_node is not original_node
             return updated_node.with_changes(
                 func=updated_node.func.with_changes(value=cst.Name(ExtendPhase))
             )
@@ -122,9 +128,19 @@ class IdleInputRule(Rule):
         self.report(original_node, label, Finding.UNROUTED)
         if self._replaced:
             self._replaced[-1] |= replaced_locals(original_node)
+        self._rerender = updated_node is not original_node
         return route_args(updated_node, input_class, site.worker)
 
     def leave_SimpleStatementLine(self, original_node, updated_node):
+        if self._rerender:
+            self._rerender = False
+            # A routed call is longer than 0.5.11's: black wraps the statement again, at
+            # the tree's line length.
+            rendered = statement(
+                code_of(updated_node.with_changes(leading_lines=[])),
+                self.column_of(original_node),
+            )
+            updated_node = rendered.with_changes(leading_lines=updated_node.leading_lines)
         if self._detached_in_statement:
             self._detached_in_statement = False
             if not has_comment(updated_node, DETACHED_COMMENT[0]):

@@ -1,0 +1,51 @@
+"""A fork whose pyproject.toml sets its formatter's line length gets inserted and rewritten code
+at that length: its formatter (black at that length) then changes nothing the patch wrote, and
+``check`` still passes on the formatted tree."""
+
+from __future__ import annotations
+
+import black
+import pytest
+from conftest import git, run_cli
+from sglang_eagle_sizing.sites import SITE_FILES
+
+SRT = "python/sglang/srt/"
+
+
+def _format(checkout, length: int) -> dict[str, str]:
+    """black at ``length`` over the site files, as the fork's formatter runs; what it changed."""
+    changed = {}
+    for file in SITE_FILES:
+        path = checkout / SRT / file
+        text = path.read_text()
+        formatted = black.format_str(text, mode=black.Mode(line_length=length))
+        if formatted != text:
+            path.write_text(formatted)
+            changed[file] = formatted
+    return changed
+
+
+@pytest.mark.parametrize(
+    "tool, length", [("black", 79), ("ruff", 120)], ids=["black-79", "ruff-120"]
+)
+def test_inserted_code_follows_the_forks_line_length(checkout, stand_in_tests, monkeypatch, tool, length):
+    (checkout / "pyproject.toml").write_text(f"[tool.{tool}]\nline-length = {length}\n")
+    _format(checkout, length)  # the fork is formatted at its length
+    git(checkout, "add", "-A")
+    git(checkout, "commit", "-q", "-m", f"format at {length}")
+    monkeypatch.chdir(checkout)
+    assert run_cli("apply", "-q", ".")[0] == 0
+    patched = {f: (checkout / SRT / f).read_text() for f in SITE_FILES}
+    assert any(len(line) > 88 for line in patched["speculative/eagle_info.py"].splitlines() if "hidden_size_for" in line) or length < 88
+    # the fork's formatter has nothing to change in what apply wrote
+    reformatted = _format(checkout, length)
+    assert sorted(reformatted) == [], {f: _first_change(patched[f], t) for f, t in reformatted.items()}
+    code, out, err = run_cli("check", ".")
+    assert (code, out) == (0, ""), out + err
+
+
+def _first_change(old: str, new: str) -> str:
+    for number, (a, b) in enumerate(zip(old.splitlines(), new.splitlines()), 1):
+        if a != b:
+            return f"line {number}: {a!r} -> {b!r}"
+    return "length"
