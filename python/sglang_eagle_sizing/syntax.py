@@ -189,21 +189,40 @@ class _DropLocals(cst.CSTTransformer):
         return updated_node.with_changes(body=body)
 
     def _is_kept(self, stmt: cst.SimpleStatementLine) -> bool:
-        # only a read of a hidden width or dtype: no statement of the fork's own work
-        return not mentions_hidden_width(stmt.body[0].value) and "dtype" not in code_of(
-            stmt.body[0].value
-        )
+        # A read of a hidden width or dtype, or of attributes only (no call that could do
+        # work of the fork's own): the local goes; anything else stays.
+        value = stmt.body[0].value
+        if mentions_hidden_width(value) or "dtype" in code_of(value):
+            return False
+        return _calls(value)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False  # a nested function's locals are its own
 
 
+def _calls(node: cst.CSTNode) -> bool:
+    found = False
+
+    class _Visitor(cst.CSTVisitor):
+        def visit_Call(self, n: cst.Call) -> None:
+            nonlocal found
+            found = True
+
+        def visit_Await(self, n: cst.Await) -> None:
+            nonlocal found
+            found = True
+
+    node.visit(_Visitor())
+    return found
+
+
 def drop_unused_locals(
     function: cst.FunctionDef, names: set[str]
 ) -> cst.FunctionDef:
-    """Remove ``name = <hidden width or dtype read>`` lines of ``function`` for each of
-    ``names`` the function no longer reads: the local fed only an expression a rule replaced.
-    A local the function still reads anywhere, or one that reads anything else, stays."""
+    """Remove ``name = <hidden width or dtype read, or attribute read>`` lines of
+    ``function`` for each of ``names`` the function no longer reads: the local fed only an
+    expression a rule replaced. A local the function still reads anywhere, or one whose value
+    calls anything else, stays."""
     unread = {n for n in names if n not in names_read(function.body)}
     if not unread:
         return function
