@@ -165,12 +165,22 @@ def locked(tree: SglangTree) -> Iterator[None]:
     and starts over: two runs can never both believe they hold the lock.
     """
     path = tree.lock_file
+    attempts = 0
     while True:
         try:
             path.parent.mkdir(
                 parents=True, exist_ok=True
             )  # a git checkout's state folder
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            # the run that held the lock removed its empty state folder in between
+            attempts += 1
+            if attempts < 100:
+                continue
+            raise TreeError(
+                f"{path}: cannot create the lock file (its folder keeps going away); "
+                "nothing written"
+            ) from None
         except OSError as exc:
             raise TreeError(
                 f"{path}: cannot create the lock file ({exc.strerror}); nothing written"
