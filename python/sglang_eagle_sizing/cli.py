@@ -20,6 +20,21 @@ from .tree import ALLOW_FLAG, KNOWN_VERSION, SglangTree, TreeError, display
 
 OK, WORK_TO_DO, ERROR = 0, 1, 2
 
+#: where a refused tree's maintainer finds what to do: help installed with the tool
+REFUSAL_HELP = "sglang-eagle-sizing apply --help says what to do"
+#: the help's account of refusals (the epilog of check, diff and apply)
+REFUSALS = (
+    "Refusals. apply writes nothing (exit 2) when the tree holds a sizing site the rules do "
+    "not know (a hidden-state width or idle input in a place or shape 0.5.11 does not have: "
+    "listed 'unknown' or 'not found' with file:line), or a place a rule owns but cannot "
+    "rewrite without moving or dropping a statement of the fork's own (named with file:line "
+    "and why). Bring that place back to the shape of the 0.5.11 release (git diff against "
+    "the release tag shows it), or route it by hand through hidden_size_for/dtype_for as "
+    "the other sites are, then run apply again; check lists what is left. A statement of "
+    "the fork's near a site is kept where it is, in its order, or refused: never moved "
+    "silently."
+)
+
 #: Commands that live in their own module. Each module defines ``HELP`` (one line),
 #: ``add_arguments(parser)`` and ``run(args) -> int`` (an exit code as above).
 MODULE_COMMANDS = {
@@ -49,7 +64,12 @@ def _parser() -> argparse.ArgumentParser:
         "revert": "restore the bytes apply saved",
     }
     for name, text in helps.items():
-        command = commands.add_parser(name, help=text, description=text)
+        command = commands.add_parser(
+            name,
+            help=text,
+            description=text,
+            epilog=REFUSALS if name != "revert" else None,
+        )
         command.add_argument(
             "path",
             nargs="?",
@@ -165,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         except (TreeError, RewriteError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return ERROR
+    tree = None
     try:
         tree = locate(args, args.path)
         if args.command == "check":
@@ -178,13 +199,31 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{found}: finished it", file=sys.stderr)
                 if interrupted.operation == args.command:
                     return OK
+            committed = transaction.committed_files(tree, transaction.read_manifest(tree))
             if args.command == "revert":
-                return _revert(tree, force=args.force)
+                return _revert(tree, force=args.force, committed=committed)
+            if committed is not None:
+                # git holds what the backup was for: the next revert is git's (README)
+                transaction.drop_backup(tree)
+                print(
+                    f"note: {tree.describe()}: the last apply is committed; its backup "
+                    "under the git directory is dropped and this apply starts a new one",
+                    file=sys.stderr,
+                )
             return _apply(tree, force=args.force, quiet=args.quiet)
     except (TreeError, RewriteError) as exc:
         sys.stdout.flush()
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_message(tree, exc)}", file=sys.stderr)
         return ERROR
+
+
+def _message(tree: SglangTree | None, exc: Exception) -> str:
+    """An error as the user reads it: a file a rule could not rewrite is named from where
+    they run the command, like every other path this tool prints."""
+    if isinstance(exc, RewriteError) and tree is not None:
+        where = f"{display(tree.srt / exc.file)}:{exc.line}"
+        return f"{where}: {exc.reason} (nothing written; {REFUSAL_HELP})"
+    return str(exc)
 
 
 def _check(tree: SglangTree, args: argparse.Namespace) -> int:
@@ -230,7 +269,7 @@ def _check(tree: SglangTree, args: argparse.Namespace) -> int:
     if report.unknown or report.missing:
         print(
             "apply refuses a tree with sizing sites the rules do not know (marked unknown "
-            "or not found above); see docs/robustness.md",
+            f"or not found above); {REFUSAL_HELP}",
             file=sys.stderr,
         )
     else:
@@ -243,7 +282,8 @@ def _rewrite(tree: SglangTree) -> TreeReport | None:
     report = rewrite_tree(tree)
     if report.unknown or report.missing:
         print(
-            "error: sizing sites the rules cannot handle; nothing written:",
+            "error: sizing sites the rules cannot handle; nothing written "
+            f"({REFUSAL_HELP}):",
             file=sys.stderr,
         )
         _print_problems(report, sys.stderr)
@@ -301,7 +341,22 @@ def _apply(tree: SglangTree, force: bool, quiet: bool) -> int:
     return OK
 
 
-def _revert(tree: SglangTree, force: bool) -> int:
+def _revert(tree: SglangTree, force: bool, committed: list[str] | None = None) -> int:
+    if committed is not None and not force:
+        manifest = transaction.read_manifest(tree)
+        changed = [
+            key
+            for key in committed
+            if transaction.digest(transaction._read(tree.path(key)))
+            != manifest[key]["patched_sha256"]
+        ]
+        if changed:
+            raise TreeError(
+                f"{display(tree.path(changed[0]))}: the apply is committed and this file "
+                "changed since; restoring the bytes from before apply would undo the fork's "
+                "later work: nothing reverted (take the patch out with git, e.g. git revert "
+                "the commit that applied it; revert --force restores those bytes anyway)"
+            )
     reverted = transaction.revert(tree, force=force)
     for key in reverted.edited:
         print(

@@ -43,6 +43,8 @@ class RewriteError(Exception):
         super().__init__(f"{file}:{line}: {message}")
         self.file = file
         self.line = line
+        #: the message without the place (the CLI names the file from where it runs)
+        self.reason = message
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from .engine import (
     unified_diff,
 )
 from .rules import RULES
+from .syntax import line_length
 from .sites import SITES, Site
 from .transaction import FileChange
 from .tree import SglangTree
@@ -123,8 +124,9 @@ def check_tree(tree: SglangTree, cache: FindingsCache | None = None) -> TreeRepo
     """What each rule finds in the tree, rewriting nothing; ``cache`` reuses the findings of
     files whose bytes it has seen."""
     findings: list[Finding] = []
-    for file in tree.files():
-        findings.extend(check_source(file, tree.read(file), RULES, cache))
+    with line_length(tree.formatter_line_length()):
+        for file in tree.files():
+            findings.extend(check_source(file, tree.read(file), RULES, cache))
     report = TreeReport(tree, findings, _missing(findings))
     collect_tests(report)
     return report
@@ -132,10 +134,11 @@ def check_tree(tree: SglangTree, cache: FindingsCache | None = None) -> TreeRepo
 
 def rewrite_tree(tree: SglangTree) -> TreeReport:
     report = TreeReport(tree)
-    for file in tree.files():
-        result = rewrite_source(file, tree.read(file), RULES)
-        report.results.append(result)
-        report.findings.extend(result.findings)
+    with line_length(tree.formatter_line_length()):
+        for file in tree.files():
+            result = rewrite_source(file, tree.read(file), RULES)
+            report.results.append(result)
+            report.findings.extend(result.findings)
     report.missing = _missing(report.findings)
     collect_tests(report)
     return report

@@ -46,7 +46,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .tree import BACKUP_DIR, EDITED_DIR, LOCK, SglangTree, TreeError, display
+from .tree import BACKUP_DIR, EDITED_DIR, LOCK, SglangTree, TreeError, _git, display
 
 __all__ = ["BACKUP_DIR", "EDITED_DIR", "LOCK"]
 
@@ -165,12 +165,22 @@ def locked(tree: SglangTree) -> Iterator[None]:
     and starts over: two runs can never both believe they hold the lock.
     """
     path = tree.lock_file
+    attempts = 0
     while True:
         try:
             path.parent.mkdir(
                 parents=True, exist_ok=True
             )  # a git checkout's state folder
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            # the run that held the lock removed its empty state folder in between
+            attempts += 1
+            if attempts < 100:
+                continue
+            raise TreeError(
+                f"{path}: cannot create the lock file (its folder keeps going away); "
+                "nothing written"
+            ) from None
         except OSError as exc:
             raise TreeError(
                 f"{path}: cannot create the lock file ({exc.strerror}); nothing written"
@@ -199,6 +209,21 @@ def locked(tree: SglangTree) -> Iterator[None]:
         with contextlib.suppress(OSError):
             path.unlink()
         os.close(fd)
+        _remove_empty_state_dir(tree)
+
+
+def _remove_empty_state_dir(tree: SglangTree) -> None:
+    """A git checkout's state folder goes once nothing is left in it (no backup, no kept
+    edited file): a refused run or a revert leaves no empty folder under the git directory."""
+    if tree.git_dir is None:
+        return
+    folder = tree.state_dir
+    while folder != tree.git_dir and tree.git_dir in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
 
 
 # -- the backup folder ----------------------------------------------------------------
@@ -634,6 +659,52 @@ def revert(tree: SglangTree, force: bool = False) -> Reverted:
         [key for key, _ in edited],
         [step.file for step in steps if step.after_sha256 is None],
     )
+
+
+# -- a backup the fork has committed past ---------------------------------------------
+def _git_blob_sha(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def committed_files(tree: SglangTree, manifest: Manifest) -> list[str] | None:
+    """On a git checkout whose ``HEAD`` no longer holds the bytes any file had before the
+    last apply (the patched files, or what later merges made of them, are committed; the
+    files apply added are tracked), those files; else None: the backup still undoes an
+    apply that is not committed."""
+    if tree.git_dir is None or not manifest:
+        return None
+    listing = _git(tree.root, "ls-tree", "--full-name", "HEAD", "--", *sorted(manifest))
+    if listing is None:  # no commit yet
+        return None
+    in_head = {}
+    for line in listing.splitlines():
+        meta, _, name = line.partition("\t")
+        in_head[name] = meta.split()[2]
+    prefix = tree.git_prefix + "/" if tree.git_prefix else ""
+    for key, entry in manifest.items():
+        blob = in_head.get(prefix + key)
+        if blob is None:
+            return None  # an added file not committed, or a file git does not track
+        if entry["original_sha256"] is None:
+            continue
+        original = tree.backup_dir / ORIGINALS / key
+        try:
+            if _git_blob_sha(original.read_bytes()) == blob:
+                return None  # HEAD still holds the bytes from before apply
+        except OSError:
+            return None
+    return sorted(manifest)
+
+
+def drop_backup(tree: SglangTree) -> None:
+    """Forget the backup of an apply the fork has committed: git holds that history now."""
+    try:
+        _FS.rmtree(tree.backup_dir)
+    except OSError as exc:
+        raise TreeError(
+            f"{exc.filename or tree.backup_dir}: cannot remove the backup of a committed "
+            f"apply ({exc.strerror}); nothing written"
+        ) from None
 
 
 def state(tree: SglangTree) -> str:

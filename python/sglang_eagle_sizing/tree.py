@@ -20,6 +20,7 @@ import ast
 import os
 import re
 import subprocess
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -319,6 +320,32 @@ class SglangTree:
             if "hidden_size" in text or "create_idle_input" in text:
                 files.add(relative)
         return sorted(files)
+
+    def formatter_line_length(self) -> int | None:
+        """The line length the fork's formatter uses: ``[tool.black] line-length``, else
+        ``[tool.ruff] line-length``, of the first ``pyproject.toml`` above ``srt/`` (as black
+        finds it), up to the checkout root; ``None``: black's default."""
+        folder = self.package
+        while True:
+            config = folder / "pyproject.toml"
+            if config.is_file():
+                try:
+                    tools = tomllib.loads(config.read_text(encoding="utf-8")).get("tool", {})
+                except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+                    raise TreeError(f"{display(config)}: unreadable ({exc}); nothing written") from None
+                for tool in ("black", "ruff"):
+                    length = tools.get(tool, {}).get("line-length")
+                    if isinstance(length, int) and length > 0:
+                        return length
+                    if length is not None:
+                        raise TreeError(
+                            f"{display(config)}: [tool.{tool}] line-length = {length!r} is "
+                            "not a positive integer; nothing written"
+                        )
+                return None
+            if folder == self.root or folder.parent == folder:
+                return None
+            folder = folder.parent
 
     def read(self, file: str) -> str:
         return self._text(self.srt / file)

@@ -16,11 +16,21 @@ goes. A bad drafter then stops the worker before any weight loads.
 
 from __future__ import annotations
 
+import ast
+import textwrap
+
 import libcst as cst
 
 from ..engine import Finding, Rule
 from ..sites import AUX_FLAG_WORKERS, SERVER_ARGS, TARGET_MODEL_CONFIG
-from ..syntax import code_of, dotted, statements, with_comment
+from ..syntax import (
+    code_of,
+    dotted,
+    local_assigned,
+    names_read,
+    statements,
+    with_comment,
+)
 
 FLAG = "self.eagle_use_aux_hidden_state"
 NUM_AUX = "self.eagle_num_aux_hidden_states"
@@ -110,8 +120,12 @@ def _assigns_flag(node: cst.CSTNode) -> bool:
 
 
 def _bare(stmt: cst.BaseStatement) -> str:
-    """A statement's code without its comments and blank lines."""
-    return code_of(stmt.with_changes(leading_lines=[])).strip()
+    """A statement as Python reads it: how a formatter wrapped it does not matter."""
+    code = code_of(stmt.with_changes(leading_lines=[])).strip()
+    try:
+        return ast.dump(ast.parse(textwrap.dedent(code)))
+    except SyntaxError:
+        return code
 
 
 class AuxFlagRule(Rule):
@@ -164,6 +178,9 @@ class AuxFlagRule(Rule):
                     original_body[index],
                     f"{scope}: {FLAG} set in a form the rule does not know",
                 )
+            self._refuse_fork_statements(
+                scope, original_body[index + 1], body[:index] + body[index + 2 :]
+            )
             self.report(original_body[index], "aux-flag", Finding.UNROUTED, scope)
             index += 2
         if len(kept) == len(body):  # no flag at all: the multi-layer workers
@@ -171,3 +188,30 @@ class AuxFlagRule(Rule):
         start_up[0] = with_comment(start_up[0], *START_UP_COMMENT)
         kept[kept_anchor:kept_anchor] = start_up
         return updated_node.with_changes(body=updated_node.body.with_changes(body=kept))
+
+    def _refuse_fork_statements(
+        self, scope: str, parse: cst.If, rest: list[cst.BaseStatement]
+    ) -> None:
+        """The inline parse goes whole: refuse it if it holds a statement the rule does not
+        own (only the flag, the count and locals read nowhere else are the parse's)."""
+        if parse.orelse is not None:
+            raise self.fail(
+                parse.orelse,
+                f"{scope}: the parse of {FLAG} has an else branch the rule does not own; "
+                "removing the parse would drop it (move it out by hand, then run apply "
+                "again)",
+            )
+        read_elsewhere = set().union(*(names_read(s) for s in rest)) if rest else set()
+        for stmt in parse.body.body:
+            if assigned(stmt) in (FLAG, NUM_AUX):
+                continue
+            local = local_assigned(stmt)
+            if local is not None and local not in read_elsewhere:
+                continue
+            raise self.fail(
+                stmt,
+                f"{scope}: a statement of the fork's inside the parse of {FLAG}, which "
+                "the rule removes (the start-up block before the draft model parses the "
+                "flag); removing it would drop this statement. Move it out of that `if` "
+                "by hand, then run apply again",
+            )

@@ -17,7 +17,15 @@ import libcst as cst
 
 from ..engine import Finding, Rule
 from ..sites import Kind, SITES, site_for
-from ..syntax import code_of, dotted, keyword_arg, same_expression, statement
+from ..syntax import (
+    code_of,
+    dotted,
+    drop_unused_locals,
+    keyword_arg,
+    names_read,
+    same_expression,
+    statement,
+)
 
 FILES = frozenset(s.file for s in SITES if s.kind is Kind.METADATA_BUFFER)
 KEYWORDS = {"hidden_size": "hidden_size_for", "hidden_states_dtype": "dtype_for"}
@@ -36,6 +44,18 @@ class MetadataBufferRule(Rule):
     def __init__(self, file: str):
         super().__init__(file)
         self._rewritten = False
+        #: per enclosing function, the locals the replaced widths and dtypes read (0.5.10's
+        #: ``model_config.hidden_size``): gone with them when nothing else reads them
+        self._replaced: list[set[str]] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool | None:
+        self._replaced.append(set())
+        return super().visit_FunctionDef(node)
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        replaced = self._replaced.pop() - {"self"}
+        updated_node = super().leave_FunctionDef(original_node, updated_node)
+        return drop_unused_locals(updated_node, replaced) if replaced else updated_node
 
     def leave_SimpleStatementLine(self, original_node, updated_node):
         if not self._rewritten:
@@ -85,4 +105,7 @@ class MetadataBufferRule(Rule):
                 )
             args.append(arg)
         self._rewritten = True
+        if self._replaced:
+            for name in KEYWORDS:
+                self._replaced[-1] |= names_read(conditionals[name].body)
         return updated_node.with_changes(args=args)

@@ -15,8 +15,15 @@ import libcst as cst
 
 from ..engine import Finding, Rule
 from ..sites import Kind, Phase, SITES, site_for
-from ..syntax import code_of, dotted, keyword_arg, statement, with_comment
-from .idle_inputs import idle_input_call, route_args, routed_args
+from ..syntax import (
+    code_of,
+    dotted,
+    drop_unused_locals,
+    local_assigned,
+    statement,
+    with_comment,
+)
+from .idle_inputs import idle_input_call, replaced_locals, route_args, routed_args
 
 REBUILD_COMMENT = (
     "Also replaces an idle input made by EagleVerifyInput.verify, which has no",
@@ -84,14 +91,23 @@ class ExtendIdleRule(Rule):
             if target is None or not target.endswith(".spec_info"):
                 raise self.fail(original_body[index], f"{site.scope}: idle input assigned to {code_of(assign.targets[0].target)!r}")
             batch = target[: -len(".spec_info")]
-            width = keyword_arg(assign.value, "hidden_size").value
-            kept = [
-                s
-                for i, s in enumerate(inner)
-                if i != hit and not (isinstance(width, cst.Name) and _assigns_name(s, width.value))
-            ]
-            if not kept:
-                raise self.fail(original_body[index], f"{site.scope}: nothing left in the if once the idle input moves out")
+            after = inner[hit + 1 :]
+            if after:
+                raise self.fail(
+                    original_body[index].body.body[hit + 1],
+                    f"{site.scope}: a statement follows the idle input inside the "
+                    "`if`; the rule moves the idle input out of that `if` (into `if "
+                    f"{batch}.forward_mode.is_idle():` after it), so this statement "
+                    "would run before the idle input exists. Place it after the idle "
+                    "input by hand (the rule does not guess under which condition it "
+                    "must run), then run apply again",
+                )
+            kept = inner[:hit]
+            if all(_only_feeds(s, assign.value) for s in kept):
+                raise self.fail(
+                    original_body[index],
+                    f"{site.scope}: nothing left in the if once the idle input moves out",
+                )
             call = route_args(assign.value, input_class, site.worker)
             rebuild = statement(
                 f"if {batch}.forward_mode.is_idle():\n"
@@ -100,19 +116,34 @@ class ExtendIdleRule(Rule):
             )
             rebuild = rebuild.with_changes(
                 body=rebuild.body.with_changes(
-                    body=[with_comment(rebuild.body.body[0], *REBUILD_COMMENT)]
+                    body=[
+                        with_comment(
+                            rebuild.body.body[0].with_changes(
+                                leading_lines=_comments(inner[hit])
+                            ),
+                            *REBUILD_COMMENT,
+                        )
+                    ]
                 )
             )
             body[index] = stmt.with_changes(body=stmt.body.with_changes(body=kept))
             body.insert(index + 1, rebuild)
-            return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+            updated_node = updated_node.with_changes(
+                body=updated_node.body.with_changes(body=body)
+            )
+            return drop_unused_locals(updated_node, replaced_locals(assign.value))
         raise self.fail(original_node, f"{site.scope}: extend-phase idle input not found")
 
 
-def _assigns_name(stmt: cst.CSTNode, name: str) -> bool:
-    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
-        small = stmt.body[0]
-        if isinstance(small, cst.Assign) and len(small.targets) == 1:
-            target = small.targets[0].target
-            return isinstance(target, cst.Name) and target.value == name
-    return False
+def _comments(stmt: cst.BaseStatement) -> list[cst.EmptyLine]:
+    """The fork's comment lines above a statement, to move with it (blank lines dropped)."""
+    return [
+        line.with_changes(indent=True, whitespace=cst.SimpleWhitespace(""))
+        for line in stmt.leading_lines
+        if line.comment is not None
+    ]
+
+
+def _only_feeds(stmt: cst.CSTNode, call: cst.Call) -> bool:
+    """Whether ``stmt`` only reads a local the idle-input call takes as its width or dtype."""
+    return local_assigned(stmt) in replaced_locals(call)

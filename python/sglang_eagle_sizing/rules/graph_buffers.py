@@ -141,5 +141,9 @@ class BufferRule(Rule):
             return updated_node
         if site_for(self.file, self.scope) is None:
             return updated_node
-        # Both branches are now the same routed buffer: keep one, without the `if`.
-        return first.with_changes(leading_lines=updated_node.leading_lines)
+        # Both branches are now the same routed buffer: keep one, without the `if`, wrapped
+        # again at the `if`'s indentation (one level out).
+        rendered = statement(
+            code_of(first.with_changes(leading_lines=[])), self.column_of(original_node)
+        )
+        return rendered.with_changes(leading_lines=updated_node.leading_lines)

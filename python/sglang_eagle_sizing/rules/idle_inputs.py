@@ -11,7 +11,16 @@ import libcst as cst
 
 from ..engine import Finding, Rule
 from ..sites import ExtendPhase, Kind, Phase, site_for
-from ..syntax import dotted, has_comment, keyword_arg, same_expression, with_comment
+from ..syntax import (
+    code_of,
+    dotted,
+    drop_unused_locals,
+    has_comment,
+    keyword_arg,
+    same_expression,
+    statement,
+    with_comment,
+)
 
 DETACHED_COMMENT = (
     "No worker in reach: the worker rebuilds this idle input",
@@ -40,6 +49,17 @@ def routed_args(call: cst.Call, input_class: str, worker: str) -> bool:
     )
 
 
+def replaced_locals(call: cst.Call) -> set[str]:
+    """The locals ``route_args`` stops reading: a ``hidden_size=`` or ``dtype=`` given as a
+    bare name (a fork that reads the width into a local first)."""
+    names = set()
+    for keyword in ("hidden_size", "dtype"):
+        arg = keyword_arg(call, keyword)
+        if arg is not None and isinstance(arg.value, cst.Name):
+            names.add(arg.value.value)
+    return names
+
+
 def route_args(call: cst.Call, input_class: str, worker: str) -> cst.Call:
     args = []
     for arg in call.args:
@@ -64,6 +84,20 @@ class IdleInputRule(Rule):
     def __init__(self, file: str):
         super().__init__(file)
         self._detached_in_statement = False
+        #: the statement holds a call this pass rewrites (not set by the check pass,
+        #: whose rewritten nodes are dropped)
+        self._rerender = False
+        #: per enclosing function, the locals a routed call no longer reads
+        self._replaced: list[set[str]] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool | None:
+        self._replaced.append(set())
+        return super().visit_FunctionDef(node)
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        replaced = self._replaced.pop()
+        updated_node = super().leave_FunctionDef(original_node, updated_node)
+        return drop_unused_locals(updated_node, replaced) if replaced else updated_node
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call):
         if not idle_input_call(original_node):
@@ -83,6 +117,7 @@ class IdleInputRule(Rule):
                 return updated_node
             self.report(original_node, label, Finding.UNROUTED)
             self._detached_in_statement = True
+            self._rerender = updated_node is not original_node
             return updated_node.with_changes(
                 func=updated_node.func.with_changes(value=cst.Name(ExtendPhase))
             )
@@ -91,9 +126,21 @@ class IdleInputRule(Rule):
             self.report(original_node, label, Finding.ROUTED)
             return updated_node
         self.report(original_node, label, Finding.UNROUTED)
+        if self._replaced:
+            self._replaced[-1] |= replaced_locals(original_node)
+        self._rerender = updated_node is not original_node
         return route_args(updated_node, input_class, site.worker)
 
     def leave_SimpleStatementLine(self, original_node, updated_node):
+        if self._rerender:
+            self._rerender = False
+            # A routed call is longer than 0.5.11's: black wraps the statement again, at
+            # the tree's line length.
+            rendered = statement(
+                code_of(updated_node.with_changes(leading_lines=[])),
+                self.column_of(original_node),
+            )
+            updated_node = rendered.with_changes(leading_lines=updated_node.leading_lines)
         if self._detached_in_statement:
             self._detached_in_statement = False
             if not has_comment(updated_node, DETACHED_COMMENT[0]):
