@@ -194,17 +194,27 @@ CASES += (
     Case(
         "eagle3-dp-attention-v1",
         "EAGLE-3, Qwen3 target, --tp 2 --dp 2 --enable-dp-attention, one request (rank dp1 "
-        "idle) and three (ranks go idle as theirs finish), v1 worker; 0.5.11 crashes: its idle "
-        "inputs carry no kv_indptr for the Triton backend",
-        "EAGLE3", EAGLE3, CHAIN + V1 + DP_ATTENTION, batches=(ONE, SOME_FINISH),
-        target=QWEN3, env=DP_ENV,
+        "idle), v1 worker; 0.5.11 crashes: its idle inputs carry no kv_indptr for the Triton "
+        "backend",
+        "EAGLE3", EAGLE3, CHAIN + V1 + DP_ATTENTION, batches=(ONE,), target=QWEN3,
+        env=DP_ENV,
     ),
     Case(
         "eagle3-dp-attention-v2",
         "EAGLE-3, Qwen3 target, --tp 2 --dp 2 --enable-dp-attention, one request (rank dp1 "
-        "idle) and three, v2 worker; 0.5.11 crashes as v1 does",
-        "EAGLE3", EAGLE3, CHAIN + DP_ATTENTION, batches=(ONE, SOME_FINISH),
-        target=QWEN3, env=DP_ENV,
+        "idle), v2 worker; 0.5.11 crashes as v1 does",
+        "EAGLE3", EAGLE3, CHAIN + DP_ATTENTION, batches=(ONE,), target=QWEN3, env=DP_ENV,
+    ),
+    Case(
+        "eagle3-dp-attention-3-requests-v1",
+        "EAGLE-3, Qwen3 target, --tp 2 --dp 2 --enable-dp-attention, three requests that "
+        "finish at different steps (both ranks busy, then one idle), v1 worker",
+        "EAGLE3", EAGLE3, CHAIN + V1 + DP_ATTENTION, batches=(SOME_FINISH,), target=QWEN3,
+        env=DP_ENV,
+        known_failure="a busy rank's draft decode step crashes in the Triton backend "
+        "(decode_attention.py:745, assert q.shape[0] <= kv_indptr.shape[0] - 1): its batch is "
+        "padded to the other rank's size without CUDA graphs, while the draft input's "
+        "kv_indptr has the real rows; not an idle input (v2 crashes the same way)",
     ),
 )
 
