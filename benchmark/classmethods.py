@@ -101,7 +101,7 @@ def libcuda_stub() -> str:
     folder = tempfile.mkdtemp(prefix="eagle-sizing-libcuda-")
     subprocess.run(
         ["gcc", "-shared", "-fPIC", "-o", os.path.join(folder, "libcuda.so.1"),
-         str(REPO / "test" / "support" / "libcuda_stub.c")],
+         str(REPO / "python" / "sglang_eagle_sizing" / "smoke" / "libcuda_stub.c")],
         check=True,
     )
     return folder

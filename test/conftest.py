@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from sglang_eagle_sizing import patch
 from sglang_eagle_sizing.cli import main as cli_main
+from sglang_eagle_sizing.smoke.server import STUB_SOURCE as LIBCUDA_STUB_SOURCE
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
 REPO = Path(__file__).resolve().parents[1]
@@ -154,11 +155,12 @@ def write_stand_in_tests(folder: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def libcuda_stub(tmp_path_factory) -> Path:
-    """Compile test/support/libcuda_stub.c into a folder to put on LD_LIBRARY_PATH."""
+    """Compile the libcuda stub ``smoke`` ships (``smoke/libcuda_stub.c``) into a folder to put
+    on LD_LIBRARY_PATH."""
     folder = tmp_path_factory.mktemp("libcuda-stub")
     subprocess.run(
         ["gcc", "-shared", "-fPIC", "-o", str(folder / "libcuda.so.1"),
-         str(SUPPORT / "libcuda_stub.c")],
+         str(LIBCUDA_STUB_SOURCE)],
         check=True,
     )
     return folder

@@ -5,7 +5,6 @@ parent with a child) replaces ``launch_server``; no SGLang."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap

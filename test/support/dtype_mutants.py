@@ -22,7 +22,7 @@ TEST = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TEST))
 
 import test_patched_sglang as tests  # noqa: E402
-from conftest import SUPPORT, probe_json, run_python  # noqa: E402
+from conftest import LIBCUDA_STUB_SOURCE as STUB_SOURCE, SUPPORT, probe_json, run_python  # noqa: E402
 from sglang_eagle_sizing.cli import main as cli_main  # noqa: E402
 
 DTYPE_LINE = (
@@ -95,7 +95,7 @@ def main() -> int:
         stub = scratch / "stub"
         stub.mkdir()
         subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(stub / "libcuda.so.1"),
-                        str(SUPPORT / "libcuda_stub.c")], check=True)
+                        str(STUB_SOURCE)], check=True)
         cases = scratch / "cases"
         cases.mkdir()
         # the probe's other sections need one pair; the dtype tests read only start_up_dtypes

@@ -40,6 +40,8 @@ import sys
 import traceback
 from types import SimpleNamespace
 
+from probe_patched import empty_idle_batch
+
 #: topk, draft steps, draft tokens (SGLang's chain defaults for a small target)
 TOPK, STEPS, DRAFT_TOKENS = 1, 3, 4
 #: requests on the busy rank: its token count decides the idle rank's padded batch size
@@ -402,15 +404,7 @@ def main():
     def extend_v1(cls):
         if cls is None:
             raise ImportError(out["multi_layer_v1_import"])
-        idle_batch = SimpleNamespace(
-            forward_mode=ForwardMode.IDLE,
-            spec_info=verify_made(),
-            seq_lens=torch.empty(0, dtype=torch.int64),
-            seq_lens_cpu=torch.empty(0, dtype=torch.int64),
-            req_pool_indices=torch.empty(0, dtype=torch.int64),
-            return_logprob=False,
-            get_model_worker_batch=stop,
-        )
+        idle_batch = empty_idle_batch(verify_made(), stop)
         try:
             cls.forward_draft_extend_after_decode(make_worker(cls), idle_batch)
         except StopBeforeForward:

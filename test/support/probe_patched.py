@@ -44,6 +44,23 @@ class StopBeforeForward(Exception):
     pass
 
 
+def empty_idle_batch(spec_info, stop):
+    """An idle batch (no rows) as ``verify`` hands it to ``forward_draft_extend_after_decode``;
+    ``stop`` ends the method where it builds the model worker batch."""
+    import torch
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    return SimpleNamespace(
+        forward_mode=ForwardMode.IDLE,
+        spec_info=spec_info,
+        seq_lens=torch.empty(0, dtype=torch.int64),
+        seq_lens_cpu=torch.empty(0, dtype=torch.int64),
+        req_pool_indices=torch.empty(0, dtype=torch.int64),
+        return_logprob=False,
+        get_model_worker_batch=stop,
+    )
+
+
 class DraftModelBuilt(Exception):
     """Raised where the draft TpModelWorker (model loader, weights) would start."""
 
@@ -156,7 +173,6 @@ def start_up_dtypes(cases):
     import copy
     import logging
 
-    import torch
 
     from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
@@ -259,15 +275,7 @@ def start_up_dtypes(cases):
                     def stop(*args, **kwargs):
                         raise StopBeforeForward
 
-                    idle_batch = SimpleNamespace(
-                        forward_mode=ForwardMode.IDLE,
-                        spec_info=made,
-                        seq_lens=torch.empty(0, dtype=torch.int64),
-                        seq_lens_cpu=torch.empty(0, dtype=torch.int64),
-                        req_pool_indices=torch.empty(0, dtype=torch.int64),
-                        return_logprob=False,
-                        get_model_worker_batch=stop,
-                    )
+                    idle_batch = empty_idle_batch(made, stop)
                     try:
                         cls.forward_draft_extend_after_decode(worker, idle_batch)
                     except StopBeforeForward:
@@ -362,7 +370,6 @@ def main() -> None:
 
     out["sglang_file"] = sglang.__file__
 
-    import torch
 
     from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
@@ -479,15 +486,7 @@ def main() -> None:
 
     for cls in (EAGLEWorker, MultiLayerEagleWorker):
         worker = make_worker(cls, draft, target, case["algorithm"])
-        idle_batch = SimpleNamespace(
-            forward_mode=ForwardMode.IDLE,
-            spec_info=made,
-            seq_lens=torch.empty(0, dtype=torch.int64),
-            seq_lens_cpu=torch.empty(0, dtype=torch.int64),
-            req_pool_indices=torch.empty(0, dtype=torch.int64),
-            return_logprob=False,
-            get_model_worker_batch=stop,
-        )
+        idle_batch = empty_idle_batch(made, stop)
         try:
             cls.forward_draft_extend_after_decode(worker, idle_batch)
             result = {"reached_forward": False}
