@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from sglang_eagle_sizing import patch
 from sglang_eagle_sizing.cli import main as cli_main
+from sglang_eagle_sizing.sites import SITE_FILES
 from sglang_eagle_sizing.smoke.server import STUB_SOURCE as LIBCUDA_STUB_SOURCE
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
@@ -28,6 +29,16 @@ SUPPORT = Path(__file__).resolve().parent / "support"
 os.environ.setdefault("SGLANG_EAGLE_SIZING_CACHE", str(REPO / ".cache"))
 CACHE = Path(os.environ["SGLANG_EAGLE_SIZING_CACHE"])
 SGLANG_VERSION = "0.5.11"
+
+
+def read_by_commands(name: str) -> bool:
+    """Whether a command reads this entry of an SGLang wheel: site files, every
+    ``speculative/`` module, the version files (what the version tests extract)."""
+    if name in ("sglang/_version.py", "sglang/version.py"):
+        return True
+    if name.startswith("sglang/srt/speculative/") and name.endswith(".py"):
+        return True
+    return name.removeprefix("sglang/srt/") in SITE_FILES
 
 
 def config_json(folder: Path) -> dict:

@@ -13,19 +13,12 @@ import zipfile
 from collections import Counter
 
 import pytest
-from conftest import run_cli, tree_digest
+from conftest import read_by_commands, run_cli, tree_digest
 from sglang_eagle_sizing.sites import SITE_FILES
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
 ALLOW = "--allow-untested-version"
 
-
-def _needed(name: str) -> bool:
-    if name in ("sglang/_version.py", "sglang/version.py"):
-        return True
-    if name.startswith("sglang/srt/speculative/") and name.endswith(".py"):
-        return True
-    return name.removeprefix("sglang/srt/") in SITE_FILES
 
 
 def _lint(srt, files) -> Counter:
@@ -43,7 +36,7 @@ def _lint(srt, files) -> Counter:
 @pytest.mark.parametrize("version", ["0.5.9", "0.5.10", "0.5.10.post1"])
 def test_an_older_release_routes_checks_lints_and_reverts(version, tmp_path):
     with zipfile.ZipFile(cached_release_wheel(version)) as wheel:
-        wheel.extractall(tmp_path, [n for n in wheel.namelist() if _needed(n)])
+        wheel.extractall(tmp_path, [n for n in wheel.namelist() if read_by_commands(n)])
     package = tmp_path / "sglang"
     release = {f: (package / "srt" / f).read_bytes() for f in SITE_FILES}
     before = tree_digest(package)

@@ -15,24 +15,15 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import git, git_status, make_checkout
+from conftest import read_by_commands, git, git_status, make_checkout
 from conftest import run_cli as run
 from conftest import tree_digest as digest
-from sglang_eagle_sizing.sites import SITE_FILES
 from sglang_eagle_sizing.tree import SglangTree, TreeError, TreeVersion
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
 ALLOW = "--allow-untested-version"
 
 
-
-def _needed(name: str) -> bool:
-    """The wheel entries a command reads: site files, every speculative/ module, versions."""
-    if name in ("sglang/_version.py", "sglang/version.py"):
-        return True
-    if name.startswith("sglang/srt/speculative/") and name.endswith(".py"):
-        return True
-    return name.removeprefix("sglang/srt/") in SITE_FILES
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +34,7 @@ def releases(tmp_path_factory) -> dict[str, Path]:
     found = {}
     for version in ("0.5.10", "0.5.11", "0.5.12"):
         with zipfile.ZipFile(cached_release_wheel(version)) as wheel:
-            names = [n for n in wheel.namelist() if _needed(n)]
+            names = [n for n in wheel.namelist() if read_by_commands(n)]
             wheel.extractall(root / version, names)
         found[version] = root / version
     return found

@@ -227,6 +227,21 @@ def drafter_config(spec: DrafterSpec, target: TargetSpec) -> dict:
     return config
 
 
+def _zero_attention_and_mlp(prefix: str, hidden: int) -> dict[str, torch.Tensor]:
+    """A decoder layer's attention and MLP weights, all zero: the layer adds nothing to the
+    residual stream, so the drafter's guess is decided by its ``fc`` and embeddings."""
+    h = hidden
+    return {
+        prefix + "self_attn.q_proj.weight": torch.zeros(h, h),
+        prefix + "self_attn.k_proj.weight": torch.zeros(h, h),
+        prefix + "self_attn.v_proj.weight": torch.zeros(h, h),
+        prefix + "self_attn.o_proj.weight": torch.zeros(h, h),
+        prefix + "mlp.gate_proj.weight": torch.zeros(INTERMEDIATE, h),
+        prefix + "mlp.up_proj.weight": torch.zeros(INTERMEDIATE, h),
+        prefix + "mlp.down_proj.weight": torch.zeros(h, INTERMEDIATE),
+    }
+
+
 def drafter_tensors(spec: DrafterSpec, target: TargetSpec) -> dict[str, torch.Tensor]:
     h = spec.hidden_size or target.hidden_size
     # the target's embedding, cut or padded to the drafter's width
@@ -241,13 +256,7 @@ def drafter_tensors(spec: DrafterSpec, target: TargetSpec) -> dict[str, torch.Te
             "model.norm.weight": torch.ones(h),
             p + "input_layernorm.weight": torch.ones(h),
             p + "post_attention_layernorm.weight": torch.ones(h),
-            p + "self_attn.q_proj.weight": zeros(h, h),
-            p + "self_attn.k_proj.weight": zeros(h, h),
-            p + "self_attn.v_proj.weight": zeros(h, h),
-            p + "self_attn.o_proj.weight": zeros(h, h),
-            p + "mlp.gate_proj.weight": zeros(INTERMEDIATE, h),
-            p + "mlp.up_proj.weight": zeros(INTERMEDIATE, h),
-            p + "mlp.down_proj.weight": zeros(h, INTERMEDIATE),
+            **_zero_attention_and_mlp(p, h),
         }
     elif spec.kind == "eagle":
         # fc([E[t], h]) = E[t] + share * h / rms(h) (about); one zero layer after it
@@ -258,13 +267,7 @@ def drafter_tensors(spec: DrafterSpec, target: TargetSpec) -> dict[str, torch.Te
             "fc.weight": fc,
             "fc.bias": zeros(h),
             p + "post_attention_layernorm.weight": torch.ones(h),
-            p + "self_attn.q_proj.weight": zeros(h, h),
-            p + "self_attn.k_proj.weight": zeros(h, h),
-            p + "self_attn.v_proj.weight": zeros(h, h),
-            p + "self_attn.o_proj.weight": zeros(h, h),
-            p + "mlp.gate_proj.weight": zeros(INTERMEDIATE, h),
-            p + "mlp.up_proj.weight": zeros(INTERMEDIATE, h),
-            p + "mlp.down_proj.weight": zeros(h, INTERMEDIATE),
+            **_zero_attention_and_mlp(p, h),
         }
     else:
         # Attention reads [norm(E[t]), norm(hidden)]: q = k = 3 * norm(E[t]) (each token
