@@ -23,6 +23,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "python"))
+sys.path.insert(0, str(REPO / "benchmark"))
+
+import _common  # noqa: E402
 
 from sglang_eagle_sizing import sites as site_list  # noqa: E402
 from sglang_eagle_sizing.cli import main as cli_main  # noqa: E402
@@ -35,22 +38,14 @@ END = "<!-- end of smoke matrix -->"
 
 
 def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    """``_common.machine()`` with what a smoke run also depends on: the OS, torch and the load."""
     import torch
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     return (
-        f"{os.cpu_count()} cores ({model}), {platform.system()} {platform.release()}, "
-        f"Python {platform.python_version()}, torch {torch.__version__}; load average at "
-        f"the start {load} (the machine is shared: times are indicative, ratios come from "
-        "runs one after the other)"
+        f"{_common.machine()}, {platform.system()} {platform.release()}, torch "
+        f"{torch.__version__}; load average at the start {load} (the machine is shared: "
+        "times are indicative, ratios come from runs one after the other)"
     )
 
 
