@@ -554,24 +554,23 @@ class TestHiddenSizeContract(WorkerTestCase):
             )
         return found
 
+    def assert_contract(self, worker, expected: dict):
+        """Both phases' (width, dtype) for ``worker``, as the contract's classmethods give them."""
+        for phase, input_class in (
+            ("decode", EagleDraftInput),
+            ("extend", EagleDraftExtendInput),
+        ):
+            self.assertEqual(
+                (input_class.hidden_size_for(worker), input_class.dtype_for(worker)),
+                expected[phase],
+                phase,
+            )
+
     def check(self, algorithm: str, draft: dict, target: dict):
         expected = expected_sizes(algorithm, draft, target)
         for name, worker in self.workers_for(algorithm, draft, target):
             with self.subTest(worker=name):
-                self.assertEqual(
-                    (
-                        EagleDraftInput.hidden_size_for(worker),
-                        EagleDraftInput.dtype_for(worker),
-                    ),
-                    expected["decode"],
-                )
-                self.assertEqual(
-                    (
-                        EagleDraftExtendInput.hidden_size_for(worker),
-                        EagleDraftExtendInput.dtype_for(worker),
-                    ),
-                    expected["extend"],
-                )
+                self.assert_contract(worker, expected)
 
     def test_eagle3_fp16_drafter_on_a_bf16_target(self):
         self.check("EAGLE3", eagle3(), llama())
@@ -605,20 +604,7 @@ class TestHiddenSizeContract(WorkerTestCase):
             ("StandaloneDraftWorker", v2.draft_worker),
         ):
             with self.subTest(worker=name):
-                self.assertEqual(
-                    (
-                        EagleDraftInput.hidden_size_for(worker),
-                        EagleDraftInput.dtype_for(worker),
-                    ),
-                    expected["decode"],
-                )
-                self.assertEqual(
-                    (
-                        EagleDraftExtendInput.hidden_size_for(worker),
-                        EagleDraftExtendInput.dtype_for(worker),
-                    ),
-                    expected["extend"],
-                )
+                self.assert_contract(worker, expected)
 
 
 class TestIdleInputs(WorkerTestCase):
