@@ -3,7 +3,7 @@ serves and the requests it sends."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .models import DrafterSpec, TargetSpec
 
@@ -149,25 +149,6 @@ CASES: tuple[Case, ...] = (
         "'InterpreterBuilder' object has no attribute 'get_bf16'); the mirror pair below serves",
     ),
     Case(
-        "eagle3-bf16-drafter-fp16-target-v1",
-        "EAGLE-3, bfloat16 drafter on a float16 target at --dtype auto (the same mismatch, "
-        "mirrored so that the model the patch builds can run on this CPU), v1 worker",
-        "EAGLE3",
-        DrafterSpec(kind="eagle3", aux_layer_ids=(0, 1, 2), dtype="bfloat16"),
-        CHAIN + V1,
-        target=TargetSpec(dtype="float16"),
-        dtype="auto",
-    ),
-    Case(
-        "eagle3-bf16-drafter-fp16-target-v2",
-        "EAGLE-3, bfloat16 drafter on a float16 target at --dtype auto, v2 (overlap) worker",
-        "EAGLE3",
-        DrafterSpec(kind="eagle3", aux_layer_ids=(0, 1, 2), dtype="bfloat16"),
-        CHAIN,
-        target=TargetSpec(dtype="float16"),
-        dtype="auto",
-    ),
-    Case(
         "eagle3-refused",
         "EAGLE-3 drafter declaring num_aux_hidden_states: 2 for 3 layer ids: start-up "
         "validation refuses it before the draft weights load",
@@ -177,6 +158,29 @@ CASES: tuple[Case, ...] = (
         batches=(),
         expect="refuse",
         message="Invalid num_aux_hidden_states=2",
+    ),
+)
+
+#: the float16/bfloat16 mismatch at --dtype auto, mirrored so that the model the patch builds
+#: (float16) can run on this CPU
+MIRRORED_DTYPES = Case(
+    "eagle3-bf16-drafter-fp16-target-v1",
+    "EAGLE-3, bfloat16 drafter on a float16 target at --dtype auto (the same mismatch, "
+    "mirrored so that the model the patch builds can run on this CPU), v1 worker",
+    "EAGLE3",
+    DrafterSpec(kind="eagle3", aux_layer_ids=(0, 1, 2), dtype="bfloat16"),
+    CHAIN + V1,
+    target=TargetSpec(dtype="float16"),
+    dtype="auto",
+)
+CASES += (
+    MIRRORED_DTYPES,
+    replace(
+        MIRRORED_DTYPES,
+        name="eagle3-bf16-drafter-fp16-target-v2",
+        description="EAGLE-3, bfloat16 drafter on a float16 target at --dtype auto, v2 "
+        "(overlap) worker",
+        flags=CHAIN,
     ),
 )
 
