@@ -219,11 +219,17 @@ def _comments_and_decorators(files: Files) -> Files:
     return out
 
 
+def _idle_input_call(text: str, method: str) -> tuple[int, int]:
+    """Offset and line of ``batch.spec_info = EagleDraftInput.create_idle_input(`` in
+    ``method``."""
+    start = text.index(f"    def {method}(")
+    call = text.index("batch.spec_info = EagleDraftInput.create_idle_input(", start)
+    return call, text.count("\n", 0, call) + 1
+
+
 def _site_under_extra_if(files: Files) -> Files:
     text = files[EAGLE]
-    start = text.index("    def _draft_preprocess_idle(")
-    call = text.index("batch.spec_info = EagleDraftInput.create_idle_input(", start)
-    line = text.count("\n", 0, call) + 1
+    call, line = _idle_input_call(text, "_draft_preprocess_idle")
     stmt = _statement_at(ast.parse(text), line)
     lines = text.splitlines(keepends=True)
     indent = _indent(text, stmt.lineno)
@@ -246,9 +252,7 @@ def _import_style(files: Files) -> Files:
 
 def _width_local(files: Files) -> Files:
     text = files[EAGLE]
-    start = text.index("    def _draft_preprocess_idle(")
-    call = text.index("batch.spec_info = EagleDraftInput.create_idle_input(", start)
-    line = text.count("\n", 0, call) + 1
+    call, line = _idle_input_call(text, "_draft_preprocess_idle")
     indent = _indent(text, line)
     end = text.index(")", text.index("hidden_size=", call))
     width = re.search(r"hidden_size=([^,\n]+),", text[call:end + 2]).group(1)
@@ -259,9 +263,7 @@ def _width_local(files: Files) -> Files:
 
 def _v2_idle_in_helper(files: Files) -> Files:
     text = files[EAGLE_V2]
-    start = text.index("    def forward_batch_generation(")
-    call = text.index("batch.spec_info = EagleDraftInput.create_idle_input(", start)
-    line = text.count("\n", 0, call) + 1
+    call, line = _idle_input_call(text, "forward_batch_generation")
     stmt = _statement_at(ast.parse(text), line)
     lines = text.splitlines(keepends=True)
     indent = _indent(text, stmt.lineno)
