@@ -76,7 +76,8 @@ def table(report: dict, when: str, where: str) -> str:
         if entry["passed"]:
             result = "ok" + (" (known failure fixed)" if entry["known_failure"] else "")
         else:
-            result = f"expected failure: {entry['known_failure']}" if entry["known_failure"] else "**FAIL**"
+            result = (f"expected failure: {entry['known_failure']}" if entry["expected_failure"]
+                      else "**FAIL**")
         if tree["status"] == "refused":
             tokens = "refused at start-up (as it must)"
         elif tree["status"] == "served":

@@ -617,6 +617,58 @@ def test_flashinfer_decode_override_sums_the_rows_kv_indptr_has():
         rewrite(file, missing, FlashInferIdleRule)
 
 
+def test_triton_decode_attends_the_rows_kv_indptr_has():
+    from sglang_eagle_sizing.rules.triton_padded_decode import TritonPaddedDecodeRule
+
+    file = "layers/attention/triton_backend.py"
+    before = """
+    class TritonAttnBackend:
+        def forward_decode(self, q, k, v, layer, forward_batch):
+            o = torch.empty_like(q)
+            kv_indptr = self.forward_metadata.kv_indptr
+            self.decode_attention_fwd(
+                q.view(-1, layer.tp_q_head_num, layer.qk_head_dim),
+                k_buffer,
+                v_buffer,
+                o.view(-1, layer.tp_q_head_num, layer.v_head_dim),
+                kv_indptr,
+                kv_indices,
+            )
+            return o
+    """
+    after, findings = rewrite(file, before, TritonPaddedDecodeRule)
+    expected = """
+    class TritonAttnBackend:
+        def forward_decode(self, q, k, v, layer, forward_batch):
+            o = torch.empty_like(q)
+            kv_indptr = self.forward_metadata.kv_indptr
+            # Under DP attention a draft decode batch is padded after its metadata was
+            # built (no CUDA graph): attend the rows kv_indptr has, zero the rest.
+            num_rows = kv_indptr.shape[0] - 1
+            if q.shape[0] > num_rows:
+                o[num_rows:] = 0
+            self.decode_attention_fwd(
+                q[:num_rows].view(-1, layer.tp_q_head_num, layer.qk_head_dim),
+                k_buffer,
+                v_buffer,
+                o[:num_rows].view(-1, layer.tp_q_head_num, layer.v_head_dim),
+                kv_indptr,
+                kv_indices,
+            )
+            return o
+    """
+    assert after == textwrap.dedent(expected)
+    assert [(f.line, f.label, f.status) for f in findings] == [(6, "padded-decode", "unrouted")]
+    assert_idempotent(file, after, TritonPaddedDecodeRule)
+
+    other = before.replace("q.view(-1", "query.view(-1")
+    with pytest.raises(RewriteError, match="triton_backend.py:6: .*argument 1 .*expected q.view"):
+        rewrite(file, other, TritonPaddedDecodeRule)
+    missing = before.replace("self.decode_attention_fwd(", "self.other_kernel(")
+    with pytest.raises(RewriteError, match="triton_backend.py:3: .*found 0"):
+        rewrite(file, missing, TritonPaddedDecodeRule)
+
+
 def test_v2_draft_extend_input_of_an_idle_batch_gets_the_index_pointers():
     from sglang_eagle_sizing.rules.idle_attention import IdleAttentionRule
 

@@ -91,6 +91,9 @@ OTHER_CHANGES = {
     "(was hard-coded `cuda`)",
     "idle-flashinfer": "FlashInfer's decode planner sums the rows `kv_indptr` has, so a padded "
     "idle batch under DP attention plans zero rows",
+    "padded-decode": "Triton's decode attention attends the rows `kv_indptr` has, so a draft "
+    "decode batch padded under DP attention after its metadata was built runs (padded rows "
+    "zero)",
 }
 
 

@@ -217,4 +217,11 @@ FLASHINFER_DECODE = (
 #: (``rules/idle_attention.py``).
 V2_EXTEND_INPUT_FILE = SPEC + "eagle_info_v2.py"
 
-SITE_FILES = tuple(sorted({*SITE_FILES, FLASHINFER_DECODE[0], V2_EXTEND_INPUT_FILE}))
+#: Triton's decode attention, which a batch padded after its metadata was built reaches under
+#: DP attention (the EAGLE draft steps without CUDA graphs): it needs a guard
+#: (``rules/triton_padded_decode.py``).
+TRITON_DECODE = ("layers/attention/triton_backend.py", "TritonAttnBackend.forward_decode")
+
+SITE_FILES = tuple(
+    sorted({*SITE_FILES, FLASHINFER_DECODE[0], TRITON_DECODE[0], V2_EXTEND_INPUT_FILE})
+)

@@ -15,6 +15,7 @@ from .idle_attention import IdleAttentionRule
 from .idle_inputs import IdleInputRule
 from .imports import ImportRule
 from .target_capture import TargetCaptureRule
+from .triton_padded_decode import TritonPaddedDecodeRule
 
 RULES = (
     ContractRule,
@@ -24,6 +25,7 @@ RULES = (
     ExtendIdleRule,
     IdleAttentionRule,
     FlashInferIdleRule,
+    TritonPaddedDecodeRule,
     BufferRule,
     MetadataBufferRule,
     TargetCaptureRule,

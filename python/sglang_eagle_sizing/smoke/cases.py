@@ -72,6 +72,8 @@ class Case:
     message: str = ""
     #: why this case is expected to fail on today's patched tree (empty: it must pass)
     known_failure: str = ""
+    #: what the error of that known failure says; any other failure is a failure
+    known_error: str = ""
     #: extra environment of the server
     env: tuple[tuple[str, str], ...] = ()
 
@@ -147,6 +149,7 @@ CASES: tuple[Case, ...] = (
         "the drafter in bfloat16 and serves past it, but no bfloat16 model serves on this CPU: "
         "Triton's interpreter has no bfloat16 scalar (decode_attention.py:127, "
         "'InterpreterBuilder' object has no attribute 'get_bf16'); the mirror pair below serves",
+        known_error="get_bf16",
     ),
     Case(
         "eagle3-refused",
@@ -212,13 +215,18 @@ CASES += (
     Case(
         "eagle3-dp-attention-3-requests-v1",
         "EAGLE-3, Qwen3 target, --tp 2 --dp 2 --enable-dp-attention, three requests that "
-        "finish at different steps (both ranks busy, then one idle), v1 worker",
+        "finish at different steps (both ranks busy, one padded to the other's size, then one "
+        "idle), v1 worker",
         "EAGLE3", EAGLE3, CHAIN + V1 + DP_ATTENTION, batches=(SOME_FINISH,), target=QWEN3,
         env=DP_ENV,
-        known_failure="a busy rank's draft decode step crashes in the Triton backend "
-        "(decode_attention.py:745, assert q.shape[0] <= kv_indptr.shape[0] - 1): its batch is "
-        "padded to the other rank's size without CUDA graphs, while the draft input's "
-        "kv_indptr has the real rows; not an idle input (v2 crashes the same way)",
+    ),
+    Case(
+        "eagle3-dp-attention-3-requests-v2",
+        "EAGLE-3, Qwen3 target, --tp 2 --dp 2 --enable-dp-attention, three requests that "
+        "finish at different steps (both ranks busy, one padded to the other's size, then one "
+        "idle), v2 worker",
+        "EAGLE3", EAGLE3, CHAIN + DP_ATTENTION, batches=(SOME_FINISH,), target=QWEN3,
+        env=DP_ENV,
     ),
 )
 

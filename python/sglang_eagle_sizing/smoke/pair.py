@@ -143,4 +143,5 @@ def pair_case(folder: Path) -> Case:
         target=target_spec,
         dtype="auto",
         known_failure=known,
+        known_error="get_bf16" if known else "",
     )
