@@ -190,3 +190,15 @@ def test_pair_keeps_what_decides_sizing():
     assert qwen.target.num_layers == 8
     # ids of a 48-layer target land on the tiny target's capturable layers 0..2, in order
     assert [map_layer_id(i, 48) for i in (1, 23, 44)] == [0, 1, 2]
+
+
+def test_a_known_failure_is_expected_only_with_its_own_error():
+    from sglang_eagle_sizing.smoke import is_expected_failure
+
+    case = smoke_cases.case_named("eagle3-fp16-drafter-bf16-target")
+    own = "crashed: /generate failed: InterpreterError: AttributeError(\"... no attribute 'get_bf16'\")"
+    assert is_expected_failure(case, [own])
+    assert not is_expected_failure(case, ["crashed: OSError: Repo id must be in the form ..."])
+    assert not is_expected_failure(case, [own, "one-request: tokens differ from transformers' generate"])
+    assert not is_expected_failure(smoke_cases.case_named("eagle3-v1"), [own])
+    assert all(case.known_error for case in smoke_cases.CASES if case.known_failure)

@@ -112,7 +112,7 @@ def test_the_override_lets_0_5_10_through_on_structure_with_a_warning(checkout):
     assert out.splitlines()[-1].startswith(
         "applied to SGLang 0.5.10 (git tag v0.5.10) at "
     )
-    assert ": 14 sizing sites routed, 18 supporting changes" in out.splitlines()[-1]
+    assert ": 14 sizing sites routed, 19 supporting changes" in out.splitlines()[-1]
     assert run("check", ALLOW, str(fork))[0] == 0
     assert run("revert", ALLOW, str(fork))[0] == 0
     assert git_status(fork) == []
