@@ -127,9 +127,15 @@ def add_allow_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def locate(args: argparse.Namespace, path: str | None) -> SglangTree:
+def locate(
+    args: argparse.Namespace, path: str | None, allow_upstream_refactor: bool = False
+) -> SglangTree:
     """The tree a command works on; prints the one-line note on its version, if any."""
-    tree = SglangTree.locate(path, allow_untested_version=args.allow_untested_version)
+    tree = SglangTree.locate(
+        path,
+        allow_untested_version=args.allow_untested_version,
+        allow_upstream_refactor=allow_upstream_refactor,
+    )
     note = tree.version_note()
     if note:
         print(note, file=sys.stderr)

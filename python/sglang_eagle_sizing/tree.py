@@ -149,11 +149,16 @@ class SglangTree:
     # -- finding it -----------------------------------------------------------------------
     @classmethod
     def locate(
-        cls, path: str | Path | None = None, allow_untested_version: bool = False
+        cls,
+        path: str | Path | None = None,
+        allow_untested_version: bool = False,
+        allow_upstream_refactor: bool = False,
     ) -> SglangTree:
         """``path``: an ``sglang`` package folder, or a checkout root holding ``python/sglang``;
         ``None``: the installed ``sglang``. Another version than 0.5.11 is refused (naming it and
-        where it was read) unless ``allow_untested_version``."""
+        where it was read) unless ``allow_untested_version``; a tree carrying upstream's own
+        refactor is refused unless ``allow_upstream_refactor`` (``smoke`` serves one, as the
+        comparison, and writes nothing)."""
         if path is None:
             import importlib.util
 
@@ -178,10 +183,17 @@ class SglangTree:
                     f"{root}: not an SGLang tree (no srt/speculative/ here, "
                     "nor under sglang/ or python/sglang/)"
                 )
-        return cls._checked(package.resolve(), allow_untested_version)
+        return cls._checked(
+            package.resolve(), allow_untested_version, allow_upstream_refactor
+        )
 
     @classmethod
-    def _checked(cls, package: Path, allow_untested_version: bool) -> SglangTree:
+    def _checked(
+        cls,
+        package: Path,
+        allow_untested_version: bool,
+        allow_upstream_refactor: bool = False,
+    ) -> SglangTree:
         checkout = None
         if (
             package.parent.name == "python"
@@ -192,7 +204,7 @@ class SglangTree:
         tree = cls(package, checkout, git_dir, prefix)
         tree = cls(package, checkout, git_dir, prefix, tree._find_version())
         upstream = tree.upstream_refactor()
-        if upstream is not None:
+        if upstream is not None and not allow_upstream_refactor:
             raise TreeError(
                 f"{display(package)}: {tree.version or 'this SGLang'} already carries "
                 "upstream's own version of this refactor (EagleDraftInput.hidden_size_for at "

@@ -66,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from ..cli import locate
 
-    tree = locate(args, args.path)
+    # Serving writes nothing: a tree with upstream's own refactor (0.5.12) is a comparison.
+    tree = locate(args, args.path, allow_upstream_refactor=True)
     root = tree.package.parent
     try:
         with tempfile.TemporaryDirectory(prefix="sglang-eagle-sizing-smoke-") as scratch:
@@ -169,6 +170,7 @@ def _report(root: Path, results: list, plain: dict, started: float) -> dict:
     failed = [e["case"] for e in results if not e["passed"] and not e["expected_failure"]]
     return {
         "root": str(root),
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "cases": results,
         "plain": {k[0] + " " + k[1]: v.__dict__ for k, v in plain.items()},
         "failed": failed,
