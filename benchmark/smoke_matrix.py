@@ -155,12 +155,15 @@ def main() -> int:
     parser.add_argument("--write", metavar="DOC")
     parser.add_argument("--workdir")
     parser.add_argument("--save-json", metavar="FILE")
-    parser.add_argument("--from-json", metavar="FILE")
+    parser.add_argument("--from-json", metavar="FILE", nargs="+")
     parser.add_argument("--upstream-json", metavar="FILE")
     args = parser.parse_args()
     if args.from_json:
-        saved = json.loads(Path(args.from_json).read_text())
-        return _publish(args, saved["report"], saved["when"], saved["where"])
+        # several runs (e.g. the matrix in two parts) make one table, each run named
+        runs = [json.loads(Path(f).read_text()) for f in args.from_json]
+        report = {"cases": [entry for run in runs for entry in run["report"]["cases"]]}
+        when = "; ".join(f"{run['when']} ({len(run['report']['cases'])} cases)" for run in runs)
+        return _publish(args, report, when, runs[0]["where"])
     cases = [case_named(n) for n in args.case] if args.case else list(CASES)
     where = machine()
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -178,12 +181,17 @@ def main() -> int:
             # after each case: the table so far (a long run that stops keeps its rows)
             if args.write:
                 _write(Path(args.write), table(report, when + " (partial)", where))
+            if args.save_json:
+                _save(Path(args.save_json), report, when + " (partial)", where)
 
         report = smoke(patched, cases, work, baseline=True, on_case=on_case)
     if args.save_json:
-        saved = {"when": when, "where": where, "report": report}
-        Path(args.save_json).write_text(json.dumps(saved, indent=1) + "\n")
+        _save(Path(args.save_json), report, when, where)
     return _publish(args, report, when, where)
+
+
+def _save(path: Path, report: dict, when: str, where: str) -> None:
+    path.write_text(json.dumps({"when": when, "where": where, "report": report}, indent=1) + "\n")
 
 
 def _publish(args: argparse.Namespace, report: dict, when: str, where: str) -> int:
