@@ -3,8 +3,8 @@ accepted without ``--allow-untested-version``, ``apply`` routes the same 14 sizi
 ``check`` then passes, ruff finds nothing new in the changed files (no unused local left,
 F841), ``revert`` gives back every byte, and the fork's CPU test (the file ``apply`` adds to a
 checkout) passes on each patched tree, run as SGLang's CPU CI runs it (``python3 <file>``, no
-libcuda). The three fork test runs share one test, two at a time (each imports the worker
-modules, ~20 s). Other versions stay refused by name (test_versions.py)."""
+libcuda). One test for the three: the fork test runs, two at a time, in the background while
+the next release is applied. Other versions stay refused by name (test_versions.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
-from conftest import REPO, SUPPORT, read_by_commands, run_cli, tree_digest
+from conftest import REPO, SUPPORT, run_cli, tree_digest
 from sglang_eagle_sizing.sites import SITE_FILES
 from sglang_eagle_sizing.tree import TESTED_VERSIONS
 from sglang_eagle_sizing.wheel import cached_release_wheel
@@ -57,43 +56,49 @@ def _apply(package: Path, version: str) -> None:
     assert out.splitlines()[-1].startswith(f"applied to SGLang {version} (")
 
 
-@pytest.mark.parametrize("version", OLDER)
-def test_an_older_release_routes_checks_lints_and_reverts(version, tmp_path):
-    with zipfile.ZipFile(cached_release_wheel(version)) as wheel:
-        wheel.extractall(tmp_path, [n for n in wheel.namelist() if read_by_commands(n)])
-    package = tmp_path / "sglang"
-    release = {f: (package / "srt" / f).read_bytes() for f in SITE_FILES}
-    before = tree_digest(package)
-    _apply(package, version)
-    code, _, err = run_cli("check", "--no-cache", str(package))
-    assert code == 0 and err.startswith(f"checked SGLang {version} ("), err
-    changed = [f for f in SITE_FILES if (package / "srt" / f).read_bytes() != release[f]]
+def _unchanged_by_lint(srt: Path, release: dict[str, bytes]) -> None:
+    """ruff finds nothing new in the files apply changed, line numbers aside (0.5.9-0.5.10's
+    ``model_config`` local included)."""
+    changed = [f for f in SITE_FILES if (srt / f).read_bytes() != release[f]]
     assert len(changed) == 12  # the files apply changes in 0.5.11 too
-    # nothing new for ruff, line numbers aside (0.5.10's model_config local included)
-    after = _lint(package / "srt", changed)
+    after = _lint(srt, changed)
     for f in changed:
-        (package / "srt" / f).rename(package / "srt" / (f + ".patched"))
-        (package / "srt" / f).write_bytes(release[f])
-    pristine = _lint(package / "srt", changed)
+        (srt / f).rename(srt / (f + ".patched"))
+        (srt / f).write_bytes(release[f])
+    pristine = _lint(srt, changed)
     for f in changed:
-        (package / "srt" / (f + ".patched")).replace(package / "srt" / f)
+        (srt / (f + ".patched")).replace(srt / f)
     assert after - pristine == Counter(), after - pristine
-    assert run_cli("revert", str(package))[0] == 0
-    assert tree_digest(package) == before
 
 
-def test_the_fork_cpu_test_passes_on_each_patched_older_release(tmp_path):
-    """The whole package of each release (the test imports the workers, the scheduler and
-    the model runner), patched; then the CPU test file on each, two at a time."""
-    roots = {}
-    for version in OLDER:
-        root = tmp_path / version
-        with zipfile.ZipFile(cached_release_wheel(version)) as wheel:
-            wheel.extractall(root, [n for n in wheel.namelist() if n.startswith("sglang/")])
-        _apply(root / "sglang", version)
-        roots[version] = root
+def _digest(root: Path) -> dict[str, str]:
+    """The tree's files, without the bytecode Python writes when the fork test runs."""
+    return {k: v for k, v in tree_digest(root).items() if "__pycache__" not in k}
+
+
+def test_each_older_release_routes_checks_lints_passes_its_fork_test_and_reverts(tmp_path):
+    """Per release, its whole package (the fork test imports the workers, the scheduler and
+    the model runner): ``apply`` without the flag, ``check``, ruff; then the fork's CPU test
+    on the patched tree, in the background (two at a time; each imports the worker modules,
+    ~20 s) while the next release is applied; ``revert`` gives back every byte."""
+    trees, runs = {}, {}
     with ThreadPoolExecutor(2) as pool:
-        runs = dict(zip(roots, pool.map(lambda r: run_test_file(r, CPU_TEST), roots.values())))
-    for version, run in runs.items():
-        assert run.returncode == 0 and run.failed == (), (version, run.output[-4000:])
-        assert "\nOK" in run.output, (version, run.output[-2000:])
+        for version in OLDER:
+            root = tmp_path / version
+            with zipfile.ZipFile(cached_release_wheel(version)) as wheel:
+                wheel.extractall(root, [n for n in wheel.namelist() if n.startswith("sglang/")])
+            package = root / "sglang"
+            release = {f: (package / "srt" / f).read_bytes() for f in SITE_FILES}
+            trees[version] = (package, _digest(root))
+            _apply(package, version)
+            code, _, err = run_cli("check", "--no-cache", str(package))
+            assert code == 0 and err.startswith(f"checked SGLang {version} ("), err
+            _unchanged_by_lint(package / "srt", release)
+            runs[version] = pool.submit(run_test_file, root, CPU_TEST)
+        for version, future in runs.items():
+            run = future.result()
+            assert run.returncode == 0 and run.failed == (), (version, run.output[-4000:])
+            assert "\nOK" in run.output, (version, run.output[-2000:])
+    for version, (package, before) in trees.items():
+        assert run_cli("revert", str(package))[0] == 0, version
+        assert _digest(package.parent) == before, version
