@@ -1,8 +1,10 @@
-"""The releases before 0.5.11 that carry the same sites (0.5.9, 0.5.10, 0.5.10.post1, their
-wheels from PyPI): ``apply --allow-untested-version`` routes the same 14 sizing sites, ``check``
-then passes, ruff finds nothing new in the changed files (no unused local left, F841), and
-``revert`` gives back every byte. They stay refused without the flag (test_versions.py): their
-fork CPU test is not run here (see docs/robustness.md, Versions)."""
+"""The tested releases before 0.5.11 (0.5.9, 0.5.10, 0.5.10.post1, their wheels from PyPI):
+accepted without ``--allow-untested-version``, ``apply`` routes the same 14 sizing sites,
+``check`` then passes, ruff finds nothing new in the changed files (no unused local left,
+F841), ``revert`` gives back every byte, and the fork's CPU test (the file ``apply`` adds to a
+checkout) passes on each patched tree, run as SGLang's CPU CI runs it (``python3 <file>``, no
+libcuda). One test for the three: the fork test runs, two at a time, in the background while
+the next release is applied. Other versions stay refused by name (test_versions.py)."""
 
 from __future__ import annotations
 
@@ -11,14 +13,26 @@ import subprocess
 import sys
 import zipfile
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-import pytest
-from conftest import read_by_commands, run_cli, tree_digest
+from conftest import REPO, SUPPORT, run_cli, tree_digest
 from sglang_eagle_sizing.sites import SITE_FILES
+from sglang_eagle_sizing.tree import TESTED_VERSIONS
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
-ALLOW = "--allow-untested-version"
+sys.path.insert(0, str(SUPPORT))
+from mutants import run_test_file
 
+OLDER = ["0.5.9", "0.5.10", "0.5.10.post1"]
+CPU_TEST = (
+    REPO / "python/sglang_eagle_sizing/inserted_tests"
+    / "test/registered/unit/speculative/test_eagle_hidden_sizing.py"
+)
+
+
+def test_the_older_releases_are_the_tested_ones_before_0_5_11():
+    assert list(TESTED_VERSIONS) == [*OLDER, "0.5.11"]
 
 
 def _lint(srt, files) -> Counter:
@@ -33,28 +47,58 @@ def _lint(srt, files) -> Counter:
     )
 
 
-@pytest.mark.parametrize("version", ["0.5.9", "0.5.10", "0.5.10.post1"])
-def test_an_older_release_routes_checks_lints_and_reverts(version, tmp_path):
-    with zipfile.ZipFile(cached_release_wheel(version)) as wheel:
-        wheel.extractall(tmp_path, [n for n in wheel.namelist() if read_by_commands(n)])
-    package = tmp_path / "sglang"
-    release = {f: (package / "srt" / f).read_bytes() for f in SITE_FILES}
-    before = tree_digest(package)
-    code, out, err = run_cli("apply", ALLOW, str(package))
+def _apply(package: Path, version: str) -> None:
+    """``apply`` without the flag: no warning, the 14 sizing sites routed."""
+    code, out, err = run_cli("apply", str(package))
     assert code == 0, err
-    assert err.splitlines()[0].startswith(f"warning: SGLang {version} (")
+    assert err == ""
     assert sum(line.startswith("routed ") for line in out.splitlines()) == 14
-    assert run_cli("check", ALLOW, "--no-cache", str(package))[0] == 0
-    changed = [f for f in SITE_FILES if (package / "srt" / f).read_bytes() != release[f]]
+    assert out.splitlines()[-1].startswith(f"applied to SGLang {version} (")
+
+
+def _unchanged_by_lint(srt: Path, release: dict[str, bytes]) -> None:
+    """ruff finds nothing new in the files apply changed, line numbers aside (0.5.9-0.5.10's
+    ``model_config`` local included)."""
+    changed = [f for f in SITE_FILES if (srt / f).read_bytes() != release[f]]
     assert len(changed) == 13  # the files apply changes in 0.5.11 too
-    # nothing new for ruff, line numbers aside (0.5.10's model_config local included)
-    after = _lint(package / "srt", changed)
+    after = _lint(srt, changed)
     for f in changed:
-        (package / "srt" / f).rename(package / "srt" / (f + ".patched"))
-        (package / "srt" / f).write_bytes(release[f])
-    pristine = _lint(package / "srt", changed)
+        (srt / f).rename(srt / (f + ".patched"))
+        (srt / f).write_bytes(release[f])
+    pristine = _lint(srt, changed)
     for f in changed:
-        (package / "srt" / (f + ".patched")).replace(package / "srt" / f)
+        (srt / (f + ".patched")).replace(srt / f)
     assert after - pristine == Counter(), after - pristine
-    assert run_cli("revert", ALLOW, str(package))[0] == 0
-    assert tree_digest(package) == before
+
+
+def _digest(root: Path) -> dict[str, str]:
+    """The tree's files, without the bytecode Python writes when the fork test runs."""
+    return {k: v for k, v in tree_digest(root).items() if "__pycache__" not in k}
+
+
+def test_each_older_release_routes_checks_lints_passes_its_fork_test_and_reverts(tmp_path):
+    """Per release, its whole package (the fork test imports the workers, the scheduler and
+    the model runner): ``apply`` without the flag, ``check``, ruff; then the fork's CPU test
+    on the patched tree, in the background (two at a time; each imports the worker modules,
+    ~20 s) while the next release is applied; ``revert`` gives back every byte."""
+    trees, runs = {}, {}
+    with ThreadPoolExecutor(2) as pool:
+        for version in OLDER:
+            root = tmp_path / version
+            with zipfile.ZipFile(cached_release_wheel(version)) as wheel:
+                wheel.extractall(root, [n for n in wheel.namelist() if n.startswith("sglang/")])
+            package = root / "sglang"
+            release = {f: (package / "srt" / f).read_bytes() for f in SITE_FILES}
+            trees[version] = (package, _digest(root))
+            _apply(package, version)
+            code, _, err = run_cli("check", "--no-cache", str(package))
+            assert code == 0 and err.startswith(f"checked SGLang {version} ("), err
+            _unchanged_by_lint(package / "srt", release)
+            runs[version] = pool.submit(run_test_file, root, CPU_TEST)
+        for version, future in runs.items():
+            run = future.result()
+            assert run.returncode == 0 and run.failed == (), (version, run.output[-4000:])
+            assert "\nOK" in run.output, (version, run.output[-2000:])
+    for version, (package, before) in trees.items():
+        assert run_cli("revert", str(package))[0] == 0, version
+        assert _digest(package.parent) == before, version

@@ -496,7 +496,7 @@ class EagleVerifyInput:
     ):
         """An input for a batch without requests.
 
-        Under DP attention an idle batch is padded to the size the other ranks agreed on,
+        Under DP attention an idle batch is padded to the size all ranks agreed on,
         and the padded batch re-initialises the attention metadata. The Triton and
         FlashInfer backends read a speculative batch's KV layout from ``kv_indptr`` and
         ``kv_indices``: an idle input describes no rows and no KV indices.
@@ -520,7 +520,7 @@ class EagleDraftInput:
     def create_idle_input(cls, device: torch.device, topk: int):
         """An input for a batch without requests.
 
-        Under DP attention an idle batch is padded to the size the other ranks agreed on,
+        Under DP attention an idle batch is padded to the size all ranks agreed on,
         and the padded batch re-initialises the attention metadata. The Triton and
         FlashInfer backends read a speculative batch's KV layout from ``kv_indptr`` and
         ``kv_indices``: an idle input describes no rows and no KV indices.

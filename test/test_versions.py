@@ -1,8 +1,9 @@
 """The SGLang version of a tree, read wherever the tree records it, and what each command does
-with it: 0.5.11 (post-releases and local labels included) goes through; the real 0.5.10 and
+with it: the tested releases (0.5.9, 0.5.10, 0.5.10.post1, 0.5.11 with its post-releases, local
+labels included) go through (test_older_releases.py runs the older three); the real 0.5.8 and
 0.5.12 releases (their wheels from PyPI, as unpacked package folders and as git checkouts tagged
-``v0.5.10`` / ``v0.5.12``) are refused by name with nothing written; 0.5.12 is named as
-carrying upstream's own version of the refactor; ``--allow-untested-version`` lets 0.5.10
+``v0.5.8`` / ``v0.5.12``) are refused by name with nothing written; 0.5.12 is named as
+carrying upstream's own version of the refactor; ``--allow-untested-version`` lets 0.5.8
 through with a one-line warning; a tree with no version proceeds with a one-line note.
 
 Only the files the rules read and the version files are unpacked from each wheel.
@@ -22,17 +23,18 @@ from sglang_eagle_sizing.tree import SglangTree, TreeError, TreeVersion
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
 ALLOW = "--allow-untested-version"
+TESTED = "only 0.5.9, 0.5.10, 0.5.10.post1 and 0.5.11 are tested"
 
 
 
 
 @pytest.fixture(scope="session")
 def releases(tmp_path_factory) -> dict[str, Path]:
-    """``{version: folder holding sglang/}`` for 0.5.10, 0.5.11 and 0.5.12, each from its
+    """``{version: folder holding sglang/}`` for 0.5.8, 0.5.11 and 0.5.12, each from its
     release wheel (pip-downloaded once into the test cache)."""
     root = tmp_path_factory.mktemp("releases")
     found = {}
-    for version in ("0.5.10", "0.5.11", "0.5.12"):
+    for version in ("0.5.8", "0.5.11", "0.5.12"):
         with zipfile.ZipFile(cached_release_wheel(version)) as wheel:
             names = [n for n in wheel.namelist() if read_by_commands(n)]
             wheel.extractall(root / version, names)
@@ -59,13 +61,13 @@ def checkout(releases, tmp_path):
 
 
 def test_the_release_wheels_record_their_version_in_version_py(releases):
-    for version in ("0.5.10", "0.5.11"):
+    for version in ("0.5.8", "0.5.11"):
         package = releases[version] / "sglang"
         tree = SglangTree.locate(package, allow_untested_version=True)
         assert tree.version == TreeVersion(version, str(package / "_version.py"))
 
 
-@pytest.mark.parametrize("version", ["0.5.10", "0.5.12"])
+@pytest.mark.parametrize("version", ["0.5.8", "0.5.12"])
 @pytest.mark.parametrize("command", ["check", "diff", "apply", "revert", "pr"])
 def test_another_release_is_refused_by_name_and_nothing_written(
     package, version, command
@@ -81,11 +83,11 @@ def test_another_release_is_refused_by_name_and_nothing_written(
         assert "upstream's own version of this refactor" in lines[0]
         assert "eagle_info.py:" in lines[0]
     else:
-        assert "only 0.5.11 is tested" in lines[0] and ALLOW in lines[0]
+        assert TESTED in lines[0] and ALLOW in lines[0]
     assert digest(tree.parent) == before
 
 
-@pytest.mark.parametrize("version", ["0.5.10", "0.5.12"])
+@pytest.mark.parametrize("version", ["0.5.8", "0.5.12"])
 def test_another_release_checkout_is_refused_naming_its_git_tag(checkout, version):
     fork = checkout(version, f"v{version}")
     for command in ("check", "apply"):
@@ -96,10 +98,10 @@ def test_another_release_checkout_is_refused_naming_its_git_tag(checkout, versio
     assert not (fork / ".git" / "sglang-eagle-sizing" / "backup").exists()
 
 
-def test_the_override_lets_0_5_10_through_on_structure_with_a_warning(checkout):
-    fork = checkout("0.5.10", "v0.5.10")
+def test_the_override_lets_0_5_8_through_on_structure_with_a_warning(checkout):
+    fork = checkout("0.5.8", "v0.5.8")
     warning = (
-        "warning: SGLang 0.5.10 (git tag v0.5.10): only 0.5.11 is tested; proceeding on "
+        f"warning: SGLang 0.5.8 (git tag v0.5.8): {TESTED}; proceeding on "
         f"structure ({ALLOW})"
     )
     code, out, err = run("check", ALLOW, str(fork))
@@ -110,9 +112,10 @@ def test_the_override_lets_0_5_10_through_on_structure_with_a_warning(checkout):
     assert code == 0, err
     assert err.splitlines() == [warning]
     assert out.splitlines()[-1].startswith(
-        "applied to SGLang 0.5.10 (git tag v0.5.10) at "
+        "applied to SGLang 0.5.8 (git tag v0.5.8) at "
     )
-    assert ": 14 sizing sites routed, 19 supporting changes" in out.splitlines()[-1]
+    # 0.5.8 has the 14 sizing sites; one of 0.5.11's supporting changes has no place there
+    assert ": 14 sizing sites routed, 18 supporting changes" in out.splitlines()[-1]
     assert run("check", ALLOW, str(fork))[0] == 0
     assert run("revert", ALLOW, str(fork))[0] == 0
     assert git_status(fork) == []
@@ -150,10 +153,10 @@ def test_a_checkout_reads_the_tag_not_a_generated_version_file(checkout):
 def test_installed_metadata_and_literal_version_are_read(package):
     tree = package("0.5.11")
     (tree / "_version.py").unlink()
-    info = tree.parent / "sglang-0.5.10.dist-info"
+    info = tree.parent / "sglang-0.5.8.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.10\n\n")
-    with pytest.raises(TreeError, match=r"SGLang 0\.5\.10 \(.*METADATA\)"):
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.8\n\n")
+    with pytest.raises(TreeError, match=r"SGLang 0\.5\.8 \(.*METADATA\)"):
         SglangTree.locate(tree)
     shutil.rmtree(info)
     info = tree.parent / "sglang-0.5.11+eaglesizing1.dist-info"
@@ -174,8 +177,16 @@ def test_installed_metadata_and_literal_version_are_read(package):
         ("0.5.11.post1", True),
         ("0.5.11+eaglesizing1", True),
         ("0.5.11.post2+fork.3", True),
-        ("0.5.10", False),
+        ("0.5.9", True),
+        ("0.5.10", True),
+        ("0.5.10.post1", True),
+        ("0.5.10+fork.2", True),
+        ("v0.5.9", True),
+        ("0.5.8", False),
+        ("0.5.9.post1", False),
+        ("0.5.10.post2", False),
         ("0.5.12", False),
+        ("0.5.90", False),
         ("0.5.11.dev0", False),
         ("0.5.11rc1", False),
         ("0.5.110", False),

@@ -16,7 +16,7 @@ from pathlib import Path
 from . import __version__, transaction
 from .engine import Finding, FindingsCache, RewriteError, default_cache_dir
 from .patch import TreeReport, check_tree, rewrite_tree
-from .tree import ALLOW_FLAG, KNOWN_VERSION, SglangTree, TreeError, display
+from .tree import ALLOW_FLAG, TESTED_TEXT, SglangTree, TreeError, display
 
 OK, WORK_TO_DO, ERROR = 0, 1, 2
 
@@ -121,8 +121,8 @@ def add_allow_flag(parser: argparse.ArgumentParser) -> None:
         ALLOW_FLAG,
         dest="allow_untested_version",
         action="store_true",
-        help=f"work on a tree whose SGLang version is not {KNOWN_VERSION}, on structure "
-        f"alone (only {KNOWN_VERSION} is tested); a tree carrying upstream's own version of "
+        help=f"work on a tree whose SGLang version is not a tested one, on structure "
+        f"alone (only {TESTED_TEXT} are tested); a tree carrying upstream's own version of "
         "the refactor is refused anyway",
     )
 

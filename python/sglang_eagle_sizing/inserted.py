@@ -186,7 +186,7 @@ def parse_eagle_use_aux_hidden_state(
 
 
 def get_eagle_aux_hidden_state_layer_ids(draft_hf_config) -> Optional[List[int]]:
-    """The target layers whose hidden states EAGLE-3 captures, as the drafter names them.
+    """The target layers whose hidden states EAGLE-3 captures, named by the drafter.
 
     Read from ``eagle_config.eagle_aux_hidden_state_layer_ids``, else from a top-level
     ``eagle_aux_hidden_state_layer_ids``; None: the target's default layers.
@@ -375,7 +375,7 @@ class EagleDraftExtendInput(EagleDraftInput):
 IDLE_INPUT_DOCSTRING = '''
 """An input for a batch without requests.
 
-Under DP attention an idle batch is padded to the size the other ranks agreed on,
+Under DP attention an idle batch is padded to the size all ranks agreed on,
 and the padded batch re-initialises the attention metadata. The Triton and
 FlashInfer backends read a speculative batch's KV layout from ``kv_indptr`` and
 ``kv_indices``: an idle input describes no rows and no KV indices.

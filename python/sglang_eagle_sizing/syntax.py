@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import contextvars
+import re
 import textwrap
 from collections.abc import Iterator
 
@@ -87,9 +89,185 @@ def call_name(node: cst.CSTNode) -> str | None:
 
 
 def black_format(source: str, column: int) -> str:
-    """Format statements as black would at indentation ``column``."""
-    mode = black.Mode(line_length=max(_LINE_LENGTH.get() - column, 20))
-    return black.format_str(textwrap.dedent(source), mode=mode)
+    """Format statements as black would at indentation ``column``; then wrap the comments
+    and docstrings black leaves alone, where a line of theirs is too long."""
+    width = max(_LINE_LENGTH.get() - column, 20)
+    formatted = black.format_str(textwrap.dedent(source), mode=black.Mode(line_length=width))
+    return wrap_prose(formatted, width)
+
+
+def _fill(words: str, width: int, first: str, rest: str) -> list[str]:
+    return textwrap.wrap(
+        words, width, initial_indent=first, subsequent_indent=rest,
+        break_long_words=False, break_on_hyphens=False,
+    )
+
+
+def _wrap_comment_runs(lines: list[str], width: int) -> None:
+    """Rewrap each run of whole-line comments (same indentation) that has a line over
+    ``width``, as one paragraph."""
+    index = 0
+    while index < len(lines):
+        match = re.match(r"( *)# ", lines[index])
+        if match is None:
+            index += 1
+            continue
+        indent = match.group(1)
+        end = index
+        while end < len(lines) and lines[end].startswith(indent + "# "):
+            end += 1
+        run = lines[index:end]
+        if any(len(line) > width for line in run):
+            words = " ".join(line[len(indent) + 2 :].strip() for line in run)
+            run = _fill(words, width, indent + "# ", indent + "# ")
+            lines[index:end] = run
+        index += len(run)
+
+
+def _wrap_docstrings(text: str, lines: list[str], width: int) -> None:
+    """Rewrap each paragraph (blank-line separated; ``- `` items one by one) of a docstring
+    that has a line over ``width``."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return
+    spans = []
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            spans.append((body[0].lineno - 1, body[0].end_lineno))
+    for start, end in sorted(spans, reverse=True):
+        if all(len(line) <= width for line in lines[start:end]):
+            continue
+        indent = re.match(r" *", lines[start]).group(0)
+        wrapped: list[str] = []
+        paragraph: list[str] = []
+
+        def flush() -> None:
+            items: list[list[str]] = []
+            for line in paragraph:
+                if line.strip().startswith("- ") or not items:
+                    items.append([line])
+                else:
+                    items[-1].append(line)
+            for item in items:
+                if all(len(line) <= width for line in item):
+                    wrapped.extend(item)
+                    continue
+                rest = indent + ("  " if item[0].strip().startswith("- ") else "")
+                words = " ".join(line.strip() for line in item)
+                wrapped.extend(_fill(words, width, indent, rest))
+            paragraph.clear()
+
+        for line in lines[start:end]:
+            if line.strip() in ("", '"""'):
+                flush()
+                wrapped.append(line)
+            else:
+                paragraph.append(line)
+        flush()
+        lines[start:end] = wrapped
+
+
+#: a line that is one string literal (``"..."`` or ``f"..."``), maybe followed by a comma
+_STRING_LINE = re.compile(r'( *)(f?)"((?:[^"\\]|\\.)*)"(,?)')
+
+
+def _split_points(body: str, formatted: bool) -> list[int]:
+    """Indices of the spaces in a literal's body a line may break after (not inside an
+    f-string's ``{...}``)."""
+    points, depth, index = [], 0, 0
+    while index < len(body):
+        pair = body[index : index + 2]
+        if formatted and pair in ("{{", "}}"):
+            index += 2
+            continue
+        char = body[index]
+        if formatted and char in "{}":
+            depth += 1 if char == "{" else -1
+        elif char == " " and depth == 0:
+            points.append(index)
+        index += 1
+    return points
+
+
+def _has_placeholder(piece: str) -> bool:
+    return "{" in piece.replace("{{", "").replace("}}", "")
+
+
+def _rewrap_strings(run: list[str], width: int) -> list[str]:
+    """Consecutive lines of string literals (one implicit concatenation, the last maybe
+    with a comma), filled again up to ``width`` columns where their spaces allow; an ``f``
+    prefix only on the pieces with a placeholder."""
+    parts = [_STRING_LINE.fullmatch(line).groups() for line in run]
+    indent, comma = parts[0][0], parts[-1][3]
+    formatted = any(prefix == "f" for _, prefix, _, _ in parts)
+    body = "".join(
+        text if prefix == "f" or not formatted else text.replace("{", "{{").replace("}", "}}")
+        for _, prefix, text, _ in parts
+    )
+    room = width - len(indent) - len("f" if formatted else "") - 2
+    pieces = []
+    while len(body) > room:
+        fits = [i for i in _split_points(body, formatted) if i + 1 <= room and i + 1 < len(body)]
+        if not fits:
+            break
+        pieces.append(body[: fits[-1] + 1])
+        body = body[fits[-1] + 1 :]
+    pieces.append(body)
+    lines = []
+    for piece in pieces:
+        if formatted and not _has_placeholder(piece):
+            piece, formatted_piece = piece.replace("{{", "{").replace("}}", "}"), False
+        else:
+            formatted_piece = formatted
+        lines.append(f'{indent}{"f" if formatted_piece else ""}"{piece}"')
+    lines[-1] += comma
+    return lines
+
+
+def _split_long_strings(text: str, lines: list[str], width: int) -> None:
+    """Fill again each string literal (or implicit concatenation) that has its lines to
+    itself, inside brackets, where one of them is too long (black leaves strings whole)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return
+    statements = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+    spans = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, (ast.Constant, ast.JoinedStr))
+            and (isinstance(node, ast.JoinedStr) or isinstance(node.value, str))
+            and id(node) not in statements
+        ):
+            rows = range(node.lineno - 1, node.end_lineno)
+            if all(_STRING_LINE.fullmatch(lines[row]) for row in rows) and any(
+                len(lines[row]) > width for row in rows
+            ):
+                spans.add((rows.start, rows.stop))
+    for start, stop in sorted(spans, reverse=True):
+        lines[start:stop] = _rewrap_strings(lines[start:stop], width)
+
+
+def wrap_prose(text: str, width: int) -> str:
+    """``text`` (black-formatted statements) with its whole-line comments, docstrings and
+    string literals wrapped at ``width`` where a line of theirs is longer (black wraps code
+    only)."""
+    lines = text.split("\n")
+    if all(len(line) <= width for line in lines):
+        return text
+    _split_long_strings(text, lines, width)
+    text = "\n".join(lines)
+    _wrap_docstrings(text, lines, width)
+    _wrap_comment_runs(lines, width)
+    return "\n".join(lines)
 
 
 class _BareBlankLines(cst.CSTTransformer):
@@ -112,8 +290,16 @@ def statement(source: str, column: int = 0) -> cst.BaseStatement:
     return only
 
 
-def with_comment(stmt: cst.BaseStatement, *lines: str) -> cst.BaseStatement:
-    """Put ``# line`` comments right above a statement (after its existing leading lines)."""
+def with_comment(
+    stmt: cst.BaseStatement, *lines: str, column: int | None = None
+) -> cst.BaseStatement:
+    """Put ``# line`` comments right above a statement (after its existing leading lines);
+    at indentation ``column``, rewrapped as one paragraph when a line would pass the tree's
+    line length."""
+    if column is not None:
+        width = _LINE_LENGTH.get() - column
+        if any(len(line) + 2 > width for line in lines):
+            lines = tuple(line[2:] for line in _fill(" ".join(lines), width, "# ", "# "))
     comments = [cst.EmptyLine(comment=cst.Comment("# " + line)) for line in lines]
     return stmt.with_changes(leading_lines=[*stmt.leading_lines, *comments])
 

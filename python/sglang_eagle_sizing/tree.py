@@ -11,7 +11,7 @@ Two layouts:
   its parent (``sglang/srt/...``), the state lives in ``<sglang>/.eagle-sizing-backup/``.
 
 The version is read wherever the tree records it (``TreeVersion.source`` says where); only
-``KNOWN_VERSION`` is tested, any other is refused unless the caller allows it.
+``TESTED_VERSIONS`` are accepted, any other is refused unless the caller allows it.
 """
 
 from __future__ import annotations
@@ -26,10 +26,19 @@ from pathlib import Path
 
 from .sites import SITE_FILES
 
-#: The SGLang release whose sites ``sites.py`` lists.
+#: The SGLang release whose sites ``sites.py`` lists (the fork wheel's and the report's base).
 KNOWN_VERSION = "0.5.11"
-#: 0.5.11, its post-releases, and any local label (``0.5.11+eaglesizing1``)
-_KNOWN = re.compile(r"v?0\.5\.11(\.post\d+)?(\+[0-9A-Za-z.]+)?")
+#: The releases the patch is tested on: applied, checked, linted and reverted on each one's
+#: wheel, and the fork's CPU test run on each patched tree (test/test_older_releases.py).
+TESTED_VERSIONS = ("0.5.9", "0.5.10", "0.5.10.post1", KNOWN_VERSION)
+#: ``0.5.9, 0.5.10, 0.5.10.post1 and 0.5.11``, for messages
+TESTED_TEXT = ", ".join(TESTED_VERSIONS[:-1]) + " and " + TESTED_VERSIONS[-1]
+#: a tested release (0.5.11's post-releases too), with any local label (``0.5.11+eaglesizing1``)
+_KNOWN = re.compile(
+    r"v?("
+    + "|".join(re.escape(v) for v in TESTED_VERSIONS[:-1])
+    + rf"|{re.escape(KNOWN_VERSION)}(\.post\d+)?)(\+[0-9A-Za-z.]+)?"
+)
 #: where a git checkout keeps this tool's state, under its git directory
 GIT_STATE_DIR = "sglang-eagle-sizing"
 #: a package folder (no git) keeps it next to ``srt/``, under these names
@@ -141,7 +150,7 @@ class SglangTree:
             )
         if not self.version.known:
             return (
-                f"warning: {self.version}: only {KNOWN_VERSION} is tested; proceeding on "
+                f"warning: {self.version}: only {TESTED_TEXT} are tested; proceeding on "
                 f"structure ({ALLOW_FLAG})"
             )
         return None
@@ -155,10 +164,10 @@ class SglangTree:
         allow_upstream_refactor: bool = False,
     ) -> SglangTree:
         """``path``: an ``sglang`` package folder, or a checkout root holding ``python/sglang``;
-        ``None``: the installed ``sglang``. Another version than 0.5.11 is refused (naming it and
-        where it was read) unless ``allow_untested_version``; a tree carrying upstream's own
-        refactor is refused unless ``allow_upstream_refactor`` (``smoke`` serves one, as the
-        comparison, and writes nothing)."""
+        ``None``: the installed ``sglang``. A version not in ``TESTED_VERSIONS`` is refused
+        (naming it and where it was read) unless ``allow_untested_version``; a tree carrying
+        upstream's own refactor is refused unless ``allow_upstream_refactor`` (``smoke`` serves
+        one, as the comparison, and writes nothing)."""
         if path is None:
             import importlib.util
 
@@ -216,7 +225,7 @@ class SglangTree:
             and not allow_untested_version
         ):
             raise TreeError(
-                f"{display(package)}: {tree.version}; only {KNOWN_VERSION} is tested, "
+                f"{display(package)}: {tree.version}; only {TESTED_TEXT} are tested, "
                 f"nothing written ({ALLOW_FLAG} proceeds on structure)"
             )
         missing = [f for f in SITE_FILES if not (tree.srt / f).is_file()]

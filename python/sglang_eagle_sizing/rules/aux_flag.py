@@ -185,7 +185,9 @@ class AuxFlagRule(Rule):
             index += 2
         if len(kept) == len(body):  # no flag at all: the multi-layer workers
             self.report(original_body[anchor], "aux-flag", Finding.UNROUTED, scope)
-        start_up[0] = with_comment(start_up[0], *START_UP_COMMENT)
+        start_up[0] = with_comment(
+            start_up[0], *START_UP_COMMENT, column=self.column_of(original_body[anchor])
+        )
         kept[kept_anchor:kept_anchor] = start_up
         return updated_node.with_changes(body=updated_node.body.with_changes(body=kept))
 

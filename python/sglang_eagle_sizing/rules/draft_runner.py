@@ -35,7 +35,10 @@ class DraftRunnerRule(Rule):
         if anchor is None:
             raise self.fail(original_node, f"{scope}: {list_attribute} is never set")
         self.report(original_body[anchor], "draft_runner", Finding.UNROUTED, scope)
-        new = statement(f"self.draft_runner = {runner}\n", self.column_of(original_body[0]))
-        new = with_comment(new, "The first step's runner: what hidden_size_for(self) reads.")
+        column = self.column_of(original_body[0])
+        new = statement(f"self.draft_runner = {runner}\n", column)
+        new = with_comment(
+            new, "The first step's runner: what hidden_size_for(self) reads.", column=column
+        )
         body.insert(anchor + 1, new)
         return updated_node.with_changes(body=updated_node.body.with_changes(body=body))

@@ -122,6 +122,7 @@ class ExtendIdleRule(Rule):
                                 leading_lines=_comments(inner[hit])
                             ),
                             *REBUILD_COMMENT,
+                            column=self.column_of(original_body[index]) + 4,
                         )
                     ]
                 )

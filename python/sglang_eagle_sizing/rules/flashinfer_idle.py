@@ -89,7 +89,7 @@ class FlashInferIdleRule(Rule):
             code_of(updated_node.with_changes(leading_lines=[])),
             self.column_of(original_node),
         ).with_changes(leading_lines=updated_node.leading_lines)
-        return with_comment(formatted, *COMMENT)
+        return with_comment(formatted, *COMMENT, column=self.column_of(original_node))
 
     def leave_FunctionDef(self, original_node, updated_node):
         scope = self.scope

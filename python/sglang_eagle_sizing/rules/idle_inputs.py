@@ -144,5 +144,7 @@ class IdleInputRule(Rule):
         if self._detached_in_statement:
             self._detached_in_statement = False
             if not has_comment(updated_node, DETACHED_COMMENT[0]):
-                return with_comment(updated_node, *DETACHED_COMMENT)
+                return with_comment(
+                    updated_node, *DETACHED_COMMENT, column=self.column_of(original_node)
+                )
         return updated_node

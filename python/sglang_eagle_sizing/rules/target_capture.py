@@ -68,8 +68,8 @@ class TargetCaptureRule(Rule):
                 "    get_eagle_aux_hidden_state_layer_ids,\n"
                 f"    {PARSER},\n"
                 ")\n\n"
-                "# The drafter's eagle_config, read by the parser every EAGLE worker uses: what\n"
-                "# the target captures and what the draft side sizes for cannot drift apart.\n"
+                "# The drafter's eagle_config, read by the parser every EAGLE worker uses:\n"
+                "# what the target captures and the draft side sizes for cannot drift apart.\n"
                 f"{FLAG} = {PARSER}(self.spec_algorithm, {hf_config})\n"
                 f"{LAYER_IDS} = get_eagle_aux_hidden_state_layer_ids({hf_config})\n",
                 column,
