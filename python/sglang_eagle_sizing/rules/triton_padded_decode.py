@@ -118,7 +118,7 @@ class TritonPaddedDecodeRule(Rule):
             f"    o[{ROWS}:] = 0\n",
             column,
         )
-        guard[0] = with_comment(guard[0], *COMMENT)
+        guard[0] = with_comment(guard[0], *COMMENT, column=column)
         kernel = body[index]
         new_kernel = kernel.with_changes(
             body=[kernel.body[0].with_changes(value=call.with_changes(args=args))],
