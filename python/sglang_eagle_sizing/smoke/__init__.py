@@ -142,6 +142,13 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None)
                         problems.append(f"{batch.name}: tokens differ from the run without speculation")
                     if got != references[target_key][batch.name]:
                         problems.append(f"{batch.name}: tokens differ from transformers' generate")
+                if case.pd and spec.sites:
+                    # a tree that records calls: both servers must size their buffers by it
+                    sized = {r.get("server") for r in spec.sites
+                             if r["scope"] == "Scheduler.init_disaggregation"}
+                    for role in sorted({"prefill", "decode"} - sized):
+                        problems.append(f"the {role} server's Scheduler.init_disaggregation "
+                                        "did not call the contract")
                 rel = entry.get("release")
                 if rel and rel["status"] == "served" and rel["accept_length"] != spec.accept_length:
                     problems.append(

@@ -74,6 +74,9 @@ class Case:
     known_failure: str = ""
     #: extra environment of the server
     env: tuple[tuple[str, str], ...] = ()
+    #: PD disaggregation: served by a prefill and a decode server (``PD_FLAGS``), requests
+    #: sent to both as a router does; the run without speculation stays one plain server
+    pd: bool = False
 
     def server_args(self, target_dir, drafter_dir) -> list[str]:
         args = [
@@ -219,6 +222,27 @@ CASES += (
         "(decode_attention.py:745, assert q.shape[0] <= kv_indptr.shape[0] - 1): its batch is "
         "padded to the other rank's size without CUDA graphs, while the draft input's "
         "kv_indptr has the real rows; not an idle input (v2 crashes the same way)",
+    ),
+)
+
+#: PD disaggregation on loopback: each server of the pair adds ``--disaggregation-mode
+#: prefill|decode`` and its own ``--disaggregation-bootstrap-port``; Mooncake's transfer
+#: engine (``server.mooncake_engine``) comes from PyPI into the cache on first use
+PD_FLAGS = ("--disaggregation-transfer-backend", "mooncake")
+PD = Case(
+    "eagle3-pd-v1",
+    "EAGLE-3, PD disaggregation (a prefill and a decode server, Mooncake over TCP on "
+    "loopback): both allocate the draft-state metadata buffers; the decode server "
+    "drafts from the state the prefill server sent; v1 worker",
+    "EAGLE3", EAGLE3, CHAIN + V1 + PD_FLAGS, batches=SHAPES, pd=True,
+)
+CASES += (
+    PD,
+    replace(
+        PD,
+        name="eagle3-pd-v2",
+        description="EAGLE-3, PD disaggregation as above, v2 (overlap) worker",
+        flags=CHAIN + PD_FLAGS,
     ),
 )
 
