@@ -46,7 +46,7 @@ class Models:
 
     def target(self, spec: models.TargetSpec) -> Path:
         path = self.folder / f"target-{_key(spec)}"
-        if not (path / "model.safetensors").exists():
+        if not (path / ("config.json" if spec.config_only else "model.safetensors")).exists():
             models.build_target(spec, path)
         return path
 
@@ -116,7 +116,7 @@ def serve_case(
     name = case.name if speculative else f"{case.name}/no-spec"
     run = Run(case=name, tree=tree_label)
     target_dir = built.target(case.target)
-    drafter_dir = built.drafter(case.drafter, case.target) if case.drafter else None
+    drafter_dir = built.drafter(case.drafter, case.target) if case.drafter else target_dir
     folder = workdir / tree_label / name.replace("/", "-")
     if folder.exists():
         shutil.rmtree(folder)
@@ -129,7 +129,7 @@ def serve_case(
         if cut is not None:
             args = args[:cut]
         # a different attention kernel than the speculative run's: a stronger check
-        args[args.index("--attention-backend") + 1] = "torch_native"
+        args[args.index("--attention-backend") + 1] = case.plain_attention_backend
     env = dict(case.env)
     if not speculative:
         # the reference: the same target on one rank, without DP attention
@@ -275,8 +275,13 @@ def supporting_calls(records: list[dict]) -> list[str]:
 
 
 def unreachable_reason(site: site_list.Site) -> str:
-    if "multi_layer" in site.file:
-        return "multi-layer EAGLE (MTP) worker: needs an MTP model (not in the matrix)"
+    if site.scope == "MultiLayerEagleDraftWorker.__init__":
+        return "the MTP v2 draft worker's hidden-state pool: only the mtp-step3p5-v2 case builds it"
+    if "multi_layer" in site.file and site.kind is site_list.Kind.IDLE_INPUT:
+        return (
+            "idle input of the multi-layer EAGLE (MTP) worker: needs DP attention on an MTP "
+            "target (the tiny Step-3.5 of the mtp cases), not in the matrix"
+        )
     if site.kind is site_list.Kind.BUFFER:
         return "CUDA-graph buffer: CUDA graphs never run on a CPU (--disable-cuda-graph)"
     if site.kind is site_list.Kind.METADATA_BUFFER:
