@@ -89,3 +89,41 @@ def test_interrupt_stops_the_servers_and_unwinds(tmp_path):
     assert "UNWOUND" in words, result.stdout + result.stderr
     child, leader = int(words[words.index("CHILD") + 1]), int(words[words.index("LEADER") + 1])
     assert not alive(child) and not alive(leader)
+
+
+class RecordingServer(smoke_server.Server):
+    """Records the requests it is sent instead of serving them."""
+
+    def __init__(self, role: str, fail: bool = False):
+        super().__init__(Path("."), [], Path("unused.log"), {}, port=1)
+        self.role, self.fail, self.sent = role, fail, []
+
+    def generate(self, input_ids, max_new_tokens, timeout, extra=None):
+        self.sent.append((input_ids, max_new_tokens, extra))
+        if self.fail:
+            raise smoke_server.ServerError("no reply")
+        return [{"output_ids": [self.role]} for _ in input_ids]
+
+
+def test_pd_requests_go_to_both_servers_with_one_bootstrap_room_each():
+    prefill, decode = RecordingServer("prefill"), RecordingServer("decode")
+    replies = smoke_server.generate_disaggregated(prefill, decode, 4321, [[1, 2], [3]], [4, 5], 10)
+    assert replies == [{"output_ids": ["decode"]}] * 2  # the decode server's tokens
+    (ids_p, new_p, extra_p), = prefill.sent
+    (ids_d, new_d, extra_d), = decode.sent
+    assert (ids_p, new_p) == (ids_d, new_d) == ([[1, 2], [3]], [4, 5])
+    assert extra_p == extra_d
+    assert extra_p["bootstrap_host"] == ["127.0.0.1"] * 2
+    assert extra_p["bootstrap_port"] == [4321] * 2
+    rooms = extra_p["bootstrap_room"]
+    assert len(set(rooms)) == 2 and all(isinstance(r, int) for r in rooms)
+
+
+def test_pd_failure_names_the_server():
+    prefill, decode = RecordingServer("prefill", fail=True), RecordingServer("decode")
+    try:
+        smoke_server.generate_disaggregated(prefill, decode, 4321, [[1]], [2], 10)
+    except smoke_server.ServerError as exc:
+        assert str(exc) == "prefill server: no reply"
+    else:
+        raise AssertionError("a failed prefill server must fail the batch")

@@ -86,6 +86,26 @@ REFUSALS = [
      IDS, [1, 2],
      "3 layer ids: the draft model's fc takes 3 x 4096 = 12288 features, 2 target layers "
      "produce 2 x 4096 = 8192"),
+    # without declared ids the target captures the inputs of its layers [2, L // 2, L - 3];
+    # layer 0's input is the embedding, so 3 and 4 layers give 2 distinct layer outputs,
+    # 2 and 5 layers give 1; 0.5.11 starts such a server and crashes at its first request,
+    # at the drafter's fc (or, for 3 layers, in llama.py's capture of layer 0's input)
+    ("default layers of a 4-layer target", {}, {"num_hidden_layers": 4},
+     "eagle_config." + IDS, None,
+     "3 layer ids for a target of 4 layers: by default it captures the inputs of its "
+     "layers [2, 2, 1], the outputs of only 2 of its layers"),
+    ("default layers of a 3-layer target", {}, {"num_hidden_layers": 3},
+     "eagle_config." + IDS, None,
+     "3 layer ids for a target of 3 layers: by default it captures the inputs of its "
+     "layers [2, 1, 0], the outputs of only 2 of its layers"),
+    ("default layers of a 2-layer target", {}, {"num_hidden_layers": 2},
+     "eagle_config." + IDS, None,
+     "3 layer ids for a target of 2 layers: by default it captures the inputs of its "
+     "layers [2, 1, -1], the outputs of only 1 of its layers"),
+    ("default layers of a 5-layer target", {}, {"num_hidden_layers": 5},
+     "eagle_config." + IDS, None,
+     "3 layer ids for a target of 5 layers: by default it captures the inputs of its "
+     "layers [2, 2, 2], the outputs of only 1 of its layers"),
     ("fc width: target_hidden_size missing for a wider target", {}, WIDE_TARGET,
      "target_hidden_size", None,
      "5120, the target's hidden_size: without it the draft model's fc takes 3 x hidden_size "
@@ -172,6 +192,21 @@ def test_every_real_drafter_parses_to_the_ids_and_count_its_config_declares(eagl
     declared = (config.get("eagle_config") or {}).get(IDS) or config.get(IDS)
     assert eagle_info.get_eagle_aux_hidden_state_layer_ids(pair.draft.hf_config) == declared
     assert eagle_info.get_eagle_num_aux_hidden_states(pair.draft.hf_config) == len(declared or [0, 0, 0])
+
+
+@pytest.mark.parametrize("num_layers", [3, 7, 8, 32])
+def test_default_layers_of_a_deep_enough_target_pass(eagle_info, tmp_path, num_layers):
+    """7 layers is the shallowest target whose default layers are 3 distinct ones (3 layers
+    pass when the drafter declares its ids or takes no aux hidden states)."""
+    algorithm = eagle_info.SpeculativeAlgorithm.from_string("EAGLE3")
+    target = {"num_hidden_layers": num_layers}
+    changes = {}
+    if num_layers == 3:
+        changes = {IDS: [0, 1, 1]}
+    pair = _pair_with(tmp_path / "ids", target, **changes)
+    assert eagle_info.validate_eagle_draft_config(algorithm, pair.draft, pair.target) is None
+    pair = _pair_with(tmp_path / "no-aux", target, eagle_config={"use_aux_hidden_state": False})
+    assert eagle_info.validate_eagle_draft_config(algorithm, pair.draft, pair.target) is None
 
 
 def test_valid_drafters_and_other_algorithms_pass(eagle_info, tmp_path):

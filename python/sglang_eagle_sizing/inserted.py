@@ -256,6 +256,24 @@ def validate_eagle_draft_config(
             f"{target_hidden_size}, the target's hidden_size",
             *paths,
         )
+    key, layer_ids = _read_aux_layer_ids(draft_hf_config, *paths)
+    if layer_ids is None:
+        # Without declared ids the target captures the inputs of its layers
+        # [2, L // 2, L - 3]: layer 0's input is the embedding (llama.py adds a None
+        # residual to it), an index past the last layer captures nothing, and a
+        # repeated one captures once, so a shallow target gives fewer than 3.
+        num_layers = target_model_config.num_hidden_layers
+        default_ids = [2, num_layers // 2, num_layers - 3]
+        captured = {i for i in default_ids if 0 < i < num_layers}
+        if len(captured) < num_aux:
+            raise _invalid_draft_config(
+                "eagle_config.eagle_aux_hidden_state_layer_ids",
+                None,
+                f"{num_aux} layer ids for a target of {num_layers} layers: by default "
+                f"it captures the inputs of its layers {default_ids}, the outputs of "
+                f"only {len(captured)} of its layers",
+                *paths,
+            )
     if "LlamaForCausalLMEagle3" not in (draft_hf_config.architectures or []):
         return
     # llama_eagle3.py builds fc with 3 * (target_hidden_size or hidden_size) inputs.
@@ -264,7 +282,6 @@ def validate_eagle_draft_config(
     if 3 * fc_hidden_size == produced:
         return
     if num_aux != 3:
-        key, layer_ids = _read_aux_layer_ids(draft_hf_config, *paths)
         raise _invalid_draft_config(
             key,
             layer_ids,

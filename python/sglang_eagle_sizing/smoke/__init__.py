@@ -110,16 +110,19 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None)
         target_key = (repr(case.target), case.dtype)
         if case.batches and target_key not in references:
             target_dir = built.target(case.target)
-            progress(f"transformers generate on the target ({case.target.dtype})")
+            if case.reference:
+                progress(f"transformers generate on the target ({case.target.dtype})")
             from .cases import ALL_BATCHES
 
             references[target_key] = {
                 b.name: reference_tokens(target_dir, b, case.target.dtype) for b in ALL_BATCHES
-            }
+            } if case.reference else {}
             plain_case = type(case)(
                 name=f"target-{case.target.model_type}-{case.target.dtype}", description="",
-                algorithm=None, drafter=None, flags=(), batches=ALL_BATCHES,
-                target=case.target, dtype=case.dtype,
+                algorithm=None, drafter=None, flags=(),
+                batches=ALL_BATCHES if case.reference else case.batches,
+                target=case.target, dtype=case.dtype, target_flags=case.target_flags,
+                plain_attention_backend=case.plain_attention_backend,
             )
             plain[target_key] = serve_case(root, "tree", plain_case, built, workdir, cache,
                                            speculative=False)
@@ -142,8 +145,15 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None)
                     got = spec.outputs.get(batch.name)
                     if base.status == "served" and got != base.outputs.get(batch.name):
                         problems.append(f"{batch.name}: tokens differ from the run without speculation")
-                    if got != references[target_key][batch.name]:
+                    if case.reference and got != references[target_key][batch.name]:
                         problems.append(f"{batch.name}: tokens differ from transformers' generate")
+                if case.pd and spec.sites:
+                    # a tree that records calls: both servers must size their buffers by it
+                    sized = {r.get("server") for r in spec.sites
+                             if r["scope"] == "Scheduler.init_disaggregation"}
+                    for role in sorted({"prefill", "decode"} - sized):
+                        problems.append(f"the {role} server's Scheduler.init_disaggregation "
+                                        "did not call the contract")
                 rel = entry.get("release")
                 if rel and rel["status"] == "served" and rel["accept_length"] != spec.accept_length:
                     problems.append(

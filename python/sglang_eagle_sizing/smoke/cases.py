@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .models import DrafterSpec, TargetSpec
+from .models import STEP3P5, DrafterSpec, TargetSpec
 
 #: server flags every CPU server needs (see docs/smoke.md for why each)
 CPU_FLAGS = (
@@ -76,13 +76,26 @@ class Case:
     known_error: str = ""
     #: extra environment of the server
     env: tuple[tuple[str, str], ...] = ()
+    #: PD disaggregation: served by a prefill and a decode server (``PD_FLAGS``), requests
+    #: sent to both as a router does; the run without speculation stays one plain server
+    pd: bool = False
+    #: flags of the target that the run without speculation keeps too
+    target_flags: tuple[str, ...] = ()
+    #: whether transformers' ``generate`` on the target is a reference (not for a target
+    #: transformers cannot load; then the run without speculation serves this case's
+    #: batches only)
+    reference: bool = True
+    #: the run without speculation's attention backend
+    plain_attention_backend: str = "torch_native"
 
     def server_args(self, target_dir, drafter_dir) -> list[str]:
+        """``drafter_dir`` is the target's own folder when the case has no drafter (MTP)."""
         args = [
             "--model-path", str(target_dir),
             "--dtype", self.dtype,
             "--attention-backend", "triton",
             *CPU_FLAGS,
+            *self.target_flags,
         ]
         if self.algorithm is not None:
             args += [
@@ -162,6 +175,18 @@ CASES: tuple[Case, ...] = (
         expect="refuse",
         message="Invalid num_aux_hidden_states=2",
     ),
+    Case(
+        "eagle3-refused-shallow-target",
+        "EAGLE-3 drafter without layer ids on the 4-layer target, whose default capture "
+        "[2, 2, 1] is 2 distinct layers: start-up validation refuses it before the draft "
+        "weights load (0.5.11 serves it and crashes at the drafter's fc)",
+        "EAGLE3",
+        DrafterSpec(kind="eagle3", aux_layer_ids=None),
+        CHAIN + V1,
+        batches=(),
+        expect="refuse",
+        message="Invalid eagle_config.eagle_aux_hidden_state_layer_ids=None",
+    ),
 )
 
 #: the float16/bfloat16 mismatch at --dtype auto, mirrored so that the model the patch builds
@@ -227,6 +252,54 @@ CASES += (
         "idle), v2 worker",
         "EAGLE3", EAGLE3, CHAIN + DP_ATTENTION, batches=(SOME_FINISH,), target=QWEN3,
         env=DP_ENV,
+    ),
+)
+
+#: PD disaggregation on loopback: each server of the pair adds ``--disaggregation-mode
+#: prefill|decode`` and its own ``--disaggregation-bootstrap-port``; Mooncake's transfer
+#: engine (``server.mooncake_engine``) comes from PyPI into the cache on first use
+PD_FLAGS = ("--disaggregation-transfer-backend", "mooncake")
+PD = Case(
+    "eagle3-pd-v1",
+    "EAGLE-3, PD disaggregation (a prefill and a decode server, Mooncake over TCP on "
+    "loopback): both allocate the draft-state metadata buffers; the decode server "
+    "drafts from the state the prefill server sent; v1 worker",
+    "EAGLE3", EAGLE3, CHAIN + V1 + PD_FLAGS, batches=SHAPES, pd=True,
+)
+CASES += (
+    PD,
+    replace(
+        PD,
+        name="eagle3-pd-v2",
+        description="EAGLE-3, PD disaggregation as above, v2 (overlap) worker",
+        flags=CHAIN + PD_FLAGS,
+    ),
+)
+
+#: the multi-layer EAGLE (MTP) worker: a 45-layer tiny Step-3.5 target with random weights
+#: (``--load-format dummy``: transformers cannot load it, so the run without speculation, with
+#: the same kernels, is the one reference) drafting with its own MTP layers
+MTP = Case(
+    "mtp-step3p5-v1",
+    "multi-layer EAGLE (MTP): --speculative-algorithm EAGLE --enable-multi-layer-eagle on a "
+    "tiny Step-3.5 target (45 dense layers, random weights), its 3 MTP layers drafting; "
+    "v1 worker (MultiLayerEagleWorker)",
+    "EAGLE", None,
+    CHAIN + V1 + ("--enable-multi-layer-eagle", "--speculative-draft-load-format", "dummy"),
+    batches=(Batch("short", PROMPTS[:1], (4,)),),
+    target=TargetSpec(architecture=STEP3P5),
+    target_flags=("--load-format", "dummy"),
+    reference=False,
+    plain_attention_backend="triton",
+)
+CASES += (
+    MTP,
+    replace(
+        MTP,
+        name="mtp-step3p5-v2",
+        description="multi-layer EAGLE (MTP) as above, v2 (overlap) worker "
+        "(MultiLayerEagleWorkerV2, whose draft worker allocates req_to_hidden_states_pool)",
+        flags=CHAIN + ("--enable-multi-layer-eagle", "--speculative-draft-load-format", "dummy"),
     ),
 )
 

@@ -83,7 +83,71 @@ class TargetSpec:
             "LlamaForCausalLM": "llama",
             "Qwen2ForCausalLM": "qwen2",
             "Qwen3ForCausalLM": "qwen3",
+            STEP3P5: "step3p5",
         }[self.architecture]
+
+    @property
+    def config_only(self) -> bool:
+        """Served with ``--load-format dummy``: no weights are built (``step3p5_config``)."""
+        return self.architecture == STEP3P5
+
+
+#: The multi-layer EAGLE (MTP) target: 0.5.11 serves the MTP worker only for Step-3.5 and
+#: MiMo-V2, whose own checkpoints carry the MTP layers (model_config.py renames the draft
+#: architecture to Step3p5MTP); Step-3.5's config class is SGLang's own (no remote code)
+STEP3P5 = "Step3p5ForCausalLM"
+#: step3p5_mtp.py builds its MTP block with ``layer_id = 45  # FIXME`` and attends as layer
+#: 45 - num_hidden_layers of the draft's one-layer pool: only a 45-layer target serves
+STEP3P5_LAYERS = 45
+#: entries of the per-layer lists: the target's layers and 3 MTP layers
+STEP3P5_LIST = STEP3P5_LAYERS + 3
+
+
+def step3p5_config(spec: TargetSpec) -> dict:
+    """A tiny dense Step-3.5 config (``moe_layers_enum`` names no layer), alternating full
+    and sliding-window attention as the real model does, with 3 MTP layers."""
+    n = STEP3P5_LIST
+    return {
+        "architectures": [STEP3P5],
+        "model_type": "step3p5",
+        "hidden_size": spec.hidden_size,
+        "intermediate_size": INTERMEDIATE,
+        "num_hidden_layers": STEP3P5_LAYERS,
+        "num_nextn_predict_layers": 3,
+        "num_attention_heads": spec.num_heads,
+        "num_attention_groups": spec.num_kv_heads,
+        "attention_other_setting": {
+            "num_attention_heads": spec.num_heads,
+            "num_attention_groups": spec.num_kv_heads,
+        },
+        "head_dim": spec.hidden_size // spec.num_heads,
+        "layer_types": ["full_attention", "sliding_attention"] * (n // 2),
+        "sliding_window": 256,
+        "yarn_only_types": [],
+        "rope_theta": [10000.0] * n,
+        "rope_scaling": None,
+        "partial_rotary_factors": [1.0] * n,
+        "swiglu_limits": [0.0] * n,
+        "swiglu_limits_shared": [0.0] * n,
+        "use_head_wise_attn_gate": False,
+        "moe_layers_enum": str(10 * n),
+        "moe_num_experts": 4,
+        "moe_top_k": 2,
+        "moe_intermediate_size": INTERMEDIATE // 4,
+        "moe_router_scaling_factor": 1.0,
+        "use_moe_router_bias": True,
+        "need_fp32_gate": False,
+        "share_expert_dims": spec.hidden_size,
+        "vocab_size": VOCAB,
+        "max_seq_len": 512,
+        "max_position_embeddings": 512,
+        "rms_norm_eps": 1e-5,
+        "scale_emb": 1.0,
+        "tie_word_embeddings": False,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "torch_dtype": spec.dtype,
+    }
 
 
 def target_config(spec: TargetSpec) -> dict:
@@ -155,6 +219,11 @@ def target_tensors(spec: TargetSpec) -> dict[str, torch.Tensor]:
 
 
 def build_target(spec: TargetSpec, folder: Path) -> Path:
+    if spec.config_only:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_tokenizer(folder, VOCAB)
+        (folder / "config.json").write_text(json.dumps(step3p5_config(spec), indent=2) + "\n")
+        return folder
     return _save(folder, target_config(spec), target_tensors(spec))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sys
 import time
@@ -14,7 +15,15 @@ from pathlib import Path
 from .. import sites as site_list
 from . import models
 from .cases import Batch, Case
-from .server import Server, ServerError, libcuda_stub, server_env
+from .server import (
+    Server,
+    ServerError,
+    free_port,
+    generate_disaggregated,
+    libcuda_stub,
+    mooncake_engine,
+    server_env,
+)
 
 START_TIMEOUT = 420.0
 REQUEST_TIMEOUT = 900.0
@@ -37,7 +46,7 @@ class Models:
 
     def target(self, spec: models.TargetSpec) -> Path:
         path = self.folder / f"target-{_key(spec)}"
-        if not (path / "model.safetensors").exists():
+        if not (path / ("config.json" if spec.config_only else "model.safetensors")).exists():
             models.build_target(spec, path)
         return path
 
@@ -107,7 +116,7 @@ def serve_case(
     name = case.name if speculative else f"{case.name}/no-spec"
     run = Run(case=name, tree=tree_label)
     target_dir = built.target(case.target)
-    drafter_dir = built.drafter(case.drafter, case.target) if case.drafter else None
+    drafter_dir = built.drafter(case.drafter, case.target) if case.drafter else target_dir
     folder = workdir / tree_label / name.replace("/", "-")
     if folder.exists():
         shutil.rmtree(folder)
@@ -120,7 +129,7 @@ def serve_case(
         if cut is not None:
             args = args[:cut]
         # a different attention kernel than the speculative run's: a stronger check
-        args[args.index("--attention-backend") + 1] = "torch_native"
+        args[args.index("--attention-backend") + 1] = case.plain_attention_backend
     env = dict(case.env)
     if not speculative:
         # the reference: the same target on one rank, without DP attention
@@ -130,9 +139,12 @@ def serve_case(
         if "--enable-dp-attention" in args:
             args.remove("--enable-dp-attention")
         env = {}
-    server = Server(root, args, folder / "server.log", server_env(root, libcuda_stub(cache), sites_file, env))
-    run.log = str(server.log)
+    stub = libcuda_stub(cache)
     start = time.monotonic()
+    if speculative and case.pd:
+        return _serve_pd(root, tree_label, case, args, env, folder, stub, cache, run, start)
+    server = Server(root, args, folder / "server.log", server_env(root, stub, sites_file, env))
+    run.log = str(server.log)
     progress(f"{name} on {tree_label}: starting the server (log: {server.log})")
     server.start()
     try:
@@ -154,30 +166,90 @@ def serve_case(
             return run
         server.wait_ready(START_TIMEOUT)
         progress(f"{name} on {tree_label}: ready after {time.monotonic() - start:.0f} s")
-        replies_all = []
-        for batch in case.batches:
-            sent = time.monotonic()
-            replies = server.generate(
-                [list(p) for p in batch.prompts], list(batch.max_new_tokens), REQUEST_TIMEOUT
-            )
-            run.outputs[batch.name] = [r["output_ids"] for r in replies]
-            run.accept_lengths[batch.name] = _accept_length(replies)
-            run.batch_seconds[batch.name] = time.monotonic() - sent
-            replies_all += replies
-            progress(f"{name} on {tree_label}: batch {batch.name} done")
-        run.accept_length = _accept_length(replies_all) if speculative else None
-        run.status = "served"
+        _send_batches(run, case, speculative, server.generate)
     except ServerError as exc:
-        run.status, run.error = "crashed", str(exc)
-        run.log_tail = server.log_tail()
-        error_lines = [l for l in run.log_tail.splitlines() if "Error" in l or "error" in l]
-        if error_lines:
-            run.error += f": {error_lines[-1].strip()}"
+        _crashed(run, exc, server.log_tail())
     finally:
         server.stop()
         run.seconds = time.monotonic() - start
         if sites_file.exists():
-            run.sites = [json.loads(l) for l in sites_file.read_text().splitlines() if l]
+            run.sites = _read_sites(sites_file)
+    return run
+
+
+def _send_batches(run: Run, case: Case, speculative: bool, generate) -> None:
+    """Send every batch of ``case`` through ``generate``; fills ``run``'s outputs."""
+    replies_all = []
+    for batch in case.batches:
+        sent = time.monotonic()
+        replies = generate(
+            [list(p) for p in batch.prompts], list(batch.max_new_tokens), REQUEST_TIMEOUT
+        )
+        run.outputs[batch.name] = [r["output_ids"] for r in replies]
+        run.accept_lengths[batch.name] = _accept_length(replies)
+        run.batch_seconds[batch.name] = time.monotonic() - sent
+        replies_all += replies
+        progress(f"{run.case} on {run.tree}: batch {batch.name} done")
+    run.accept_length = _accept_length(replies_all) if speculative else None
+    run.status = "served"
+
+
+def _crashed(run: Run, exc: Exception, log_tail: str) -> None:
+    run.status, run.error = "crashed", str(exc)
+    run.log_tail = log_tail
+    error_lines = [l for l in log_tail.splitlines() if "Error" in l or "error" in l]
+    if error_lines:
+        run.error += f": {error_lines[-1].strip()}"
+
+
+def _read_sites(path: Path, server: str = "") -> list[dict]:
+    records = [json.loads(l) for l in path.read_text().splitlines() if l]
+    if server:
+        for record in records:
+            record["server"] = server
+    return records
+
+
+def _serve_pd(root, tree_label, case, args, env, folder, stub, cache, run, start) -> Run:
+    """A PD pair for ``case``: the prefill server, then the decode server, each with its own
+    bootstrap port and site record; every batch goes to both (``generate_disaggregated``)."""
+    servers: dict[str, Server] = {}
+    run.log = str(folder / "decode.log")
+    try:
+        mooncake = str(mooncake_engine(cache))
+        for role in ("prefill", "decode"):
+            role_args = list(args) + [
+                "--disaggregation-mode", role,
+                "--disaggregation-bootstrap-port", str(free_port()),
+            ]
+            role_env = server_env(root, stub, folder / f"{role}-sites.jsonl", env)
+            role_env["PYTHONPATH"] += os.pathsep + mooncake
+            server = Server(root, role_args, folder / f"{role}.log", role_env)
+            servers[role] = server
+            progress(f"{run.case} on {tree_label}: starting the {role} server (log: {server.log})")
+            server.start()
+            server.wait_ready(START_TIMEOUT)
+            progress(f"{run.case} on {tree_label}: {role} server ready after "
+                     f"{time.monotonic() - start:.0f} s")
+        prefill, decode = servers["prefill"], servers["decode"]
+        port = int(prefill.args[prefill.args.index("--disaggregation-bootstrap-port") + 1])
+        _send_batches(
+            run, case, True,
+            lambda ids, new, timeout: generate_disaggregated(prefill, decode, port, ids, new, timeout),
+        )
+    except ServerError as exc:
+        tail = "\n".join(
+            f"--- {role} server log ---\n{server.log_tail(20)}" for role, server in servers.items()
+        )
+        _crashed(run, exc, tail)
+    finally:
+        for server in reversed(list(servers.values())):
+            server.stop()
+        run.seconds = time.monotonic() - start
+        for role in servers:
+            sites = folder / f"{role}-sites.jsonl"
+            if sites.exists():
+                run.sites += _read_sites(sites, role)
     return run
 
 
@@ -203,12 +275,20 @@ def supporting_calls(records: list[dict]) -> list[str]:
 
 
 def unreachable_reason(site: site_list.Site) -> str:
-    if "multi_layer" in site.file:
-        return "multi-layer EAGLE (MTP) worker: needs an MTP model (not in the matrix)"
+    if site.scope == "MultiLayerEagleDraftWorker.__init__":
+        return "the MTP v2 draft worker's hidden-state pool: only the mtp-step3p5-v2 case builds it"
+    if "multi_layer" in site.file and site.kind is site_list.Kind.IDLE_INPUT:
+        return (
+            "idle input of the multi-layer EAGLE (MTP) worker: needs DP attention on an MTP "
+            "target (the tiny Step-3.5 of the mtp cases), not in the matrix"
+        )
     if site.kind is site_list.Kind.BUFFER:
         return "CUDA-graph buffer: CUDA graphs never run on a CPU (--disable-cuda-graph)"
     if site.kind is site_list.Kind.METADATA_BUFFER:
-        return "PD disaggregation: needs a prefill and a decode server (not in the matrix)"
+        return (
+            "PD disaggregation: only a prefill and a decode server allocate it (the "
+            "eagle3-pd cases)"
+        )
     return (
         "idle input: a single server never builds one; only a rank under DP attention "
         "(--tp 2 --dp 2 --enable-dp-attention) whose batch goes idle does"

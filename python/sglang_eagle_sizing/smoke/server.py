@@ -172,14 +172,22 @@ class Server:
             time.sleep(1.0)
         raise ServerError(f"the server was not ready after {timeout:.0f} s")
 
-    def generate(self, input_ids: list[list[int]], max_new_tokens: list[int], timeout: float) -> list[dict]:
-        """One /generate call with every prompt (they batch); greedy, EOS ignored."""
+    def generate(
+        self,
+        input_ids: list[list[int]],
+        max_new_tokens: list[int],
+        timeout: float,
+        extra: dict | None = None,
+    ) -> list[dict]:
+        """One /generate call with every prompt (they batch); greedy, EOS ignored. ``extra``
+        joins the request's body (PD disaggregation's bootstrap fields)."""
         body = {
             "input_ids": input_ids,
             "sampling_params": [
                 {"temperature": 0.0, "max_new_tokens": n, "ignore_eos": True}
                 for n in max_new_tokens
             ],
+            **(extra or {}),
         }
         request = urllib.request.Request(
             self.url + "/generate",
@@ -223,6 +231,90 @@ class Server:
         except OSError:
             return ""
         return "\n".join(text[-lines:])
+
+
+def generate_disaggregated(
+    prefill: Server,
+    decode: Server,
+    bootstrap_port: int,
+    input_ids: list[list[int]],
+    max_new_tokens: list[int],
+    timeout: float,
+) -> list[dict]:
+    """What a PD router does with one batch: the same requests, each with its own bootstrap
+    room, sent to the prefill and the decode server at once (the decode server fetches the
+    KV cache and the first draft state from the prefill server named by the bootstrap
+    fields). The decode server's replies carry the tokens."""
+    import random
+    import threading
+
+    count = len(input_ids)
+    extra = {
+        "bootstrap_host": ["127.0.0.1"] * count,
+        "bootstrap_port": [bootstrap_port] * count,
+        "bootstrap_room": [random.getrandbits(62) for _ in range(count)],
+    }
+    replies: dict[str, list[dict]] = {}
+    errors: dict[str, ServerError] = {}
+
+    def send(role: str, server: Server) -> None:
+        try:
+            replies[role] = server.generate(input_ids, max_new_tokens, timeout, extra)
+        except ServerError as exc:
+            errors[role] = exc
+
+    threads = [
+        threading.Thread(target=send, args=(role, server), daemon=True)
+        for role, server in (("prefill", prefill), ("decode", decode))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise ServerError(
+            "; ".join(f"{role} server: {error}" for role, error in errors.items())
+        )
+    return replies["decode"]
+
+
+#: Mooncake's transfer engine, PyPI's build without CUDA: in 0.5.11 the prefill server of a
+#: PD pair refuses the ``fake`` backend (server_args.py ``_handle_pd_disaggregation``), and
+#: Mooncake is the one backend that runs on loopback (its "rdma" protocol falls back to TCP
+#: when the machine has no RDMA device)
+MOONCAKE = ("mooncake-transfer-engine-non-cuda", "0.3.13.post1")
+
+
+def mooncake_engine(cache: Path) -> Path:
+    """A folder holding Mooncake's ``mooncake`` package, installed there with pip the first
+    time (never into the environment); it goes on the PD servers' ``PYTHONPATH``."""
+    name, version = MOONCAKE
+    folder = cache / f"{name}-{version}"
+    if not (folder / "mooncake" / "engine.so").exists():
+        partial = cache / f"{name}-{version}.partial"
+        if partial.exists():
+            import shutil
+
+            shutil.rmtree(partial)
+        command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
+        command += ["--target", str(partial), f"{name}=={version}"]
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            raise ServerError(f"{partial}: pip install {name}=={version} failed ({last})")
+        partial.replace(folder)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import mooncake.engine"],
+        env={**os.environ, "PYTHONPATH": str(folder)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        hint = " (apt-get install libibverbs1)" if "libibverbs" in last else ""
+        raise ServerError(f"{folder}: mooncake.engine does not import: {last}{hint}")
+    return folder
 
 
 def _group_alive(pgid: int) -> bool:

@@ -22,7 +22,13 @@ Stand-ins (SGLang 0.5.11 line they stand in for, and why):
   returns None off CUDA/HIP/MUSA/NPU. Replaced by ``ports.extend_cache_locs``.
 - ``speculative/eagle_worker_v2.py:763`` (``EAGLEWorkerV2.verify``):
   ``batch.seq_lens.record_stream(...)`` keeps a CUDA tensor alive across streams; a CPU tensor
-  has no streams and raises. ``Tensor.record_stream`` skips CPU tensors.
+  has no streams and raises. ``Tensor.record_stream`` skips CPU tensors. The multi-layer v2
+  worker (MTP) meets the same call first in ``managers/overlap_utils.py:146``
+  (``FutureMap.resolve_future``: "unknown parameter type"), without importing
+  ``eagle_worker_v2``: its module applies the stand-in too.
+- ``speculative/multi_layer_eagle_worker_v2.py:319-325``
+  (``MultiLayerEagleDraftWorker.draft_forward``): the parents of draft steps after the first
+  are built with ``torch.full(..., device="cuda")``; they are built on the CPU.
 
 Stand-ins for DP attention only (``SGLANG_EAGLE_SIZING_SMOKE_DP=1``; ``--tp 2 --dp 2
 --enable-dp-attention`` on a CPU):
@@ -171,13 +177,30 @@ def _patch_record_stream(module=None) -> None:
     import torch
 
     original = torch.Tensor.record_stream
+    if getattr(original, "_smoke_standin", False):
+        return
 
     def record_stream(self, stream):
         if self.device.type == "cpu":
             return None
         return original(self, stream)
 
+    record_stream._smoke_standin = True
     torch.Tensor.record_stream = record_stream
+
+
+def _patch_multi_layer_eagle_worker_v2(module) -> None:
+    import torch
+
+    _patch_record_stream(module)
+    method = module.MultiLayerEagleDraftWorker.draft_forward
+
+    @functools.wraps(method)
+    def draft_forward(self, *args, **kwargs):
+        with _patched(torch, "full", _cuda_as_cpu):
+            return method(self, *args, **kwargs)
+
+    module.MultiLayerEagleDraftWorker.draft_forward = draft_forward
 
 
 # -- DP attention stand-ins ----------------------------------------------------------------------
@@ -354,6 +377,7 @@ AFTER_IMPORT = {
     "sglang.srt.speculative.eagle_info_v2": _patch_eagle_info_v2,
     "sglang.srt.speculative.eagle_info": _patch_eagle_info,
     "sglang.srt.speculative.eagle_worker_v2": _patch_record_stream,
+    "sglang.srt.speculative.multi_layer_eagle_worker_v2": _patch_multi_layer_eagle_worker_v2,
 }
 
 

@@ -1321,6 +1321,38 @@ class TestStartupValidation(CustomTestCase):
             layer_ids,
         )
 
+    def test_shallow_target_without_declared_layer_ids(self):
+        """Without declared ids the target captures the inputs of its layers
+        [2, L // 2, L - 3]: 2, 3, 4 and 5 layers give fewer than 3 distinct layer
+        outputs (layer 0's input is the embedding), 7 layers give 3."""
+        for num_layers in (2, 3, 4, 5):
+            with self.subTest(num_layers=num_layers):
+                target = self.folder.model_config(llama(num_hidden_layers=num_layers))
+                self.assert_refused(
+                    self.draft(),
+                    target,
+                    "eagle_config.eagle_aux_hidden_state_layer_ids",
+                    None,
+                )
+        shallow = self.folder.model_config(llama(num_hidden_layers=3))
+        deep_enough = self.folder.model_config(llama(num_hidden_layers=7))
+        for draft, target in (
+            (self.draft(), deep_enough),
+            (
+                self.draft(
+                    eagle_config={"eagle_aux_hidden_state_layer_ids": [0, 1, 1]}
+                ),
+                shallow,
+            ),
+            (self.draft(NO_AUX_EAGLE3), shallow),
+        ):
+            with self.subTest(draft=draft.model_path, target=target.model_path):
+                self.assertIsNone(
+                    validate_eagle_draft_config(
+                        SpeculativeAlgorithm.EAGLE3, draft, target
+                    )
+                )
+
     def test_parser_refusals_name_both_configs(self):
         self.assert_refused(
             self.draft(eagle_config={"use_aux_hidden_state": "yes"}),
