@@ -7,6 +7,15 @@ then, for each index, a forked process runs the command and is SIGKILLed (or get
 bytes, the whole tree must be one or the other unless a journal says a run was interrupted,
 and the next command must say what it found and finish the job, leaving no debris.
 
+CI strikes a sample of the write points (``strike_points``): for each kind of write point (the
+primitive, and what it writes: the backup's ``originals``, ``staged`` or ``patched`` copies,
+the journal, the manifest, the backup folder, or a file or folder of the tree), its first and
+its last call. The copies of one file are written by the same code as those of the next, so
+the sample keeps every kind and every boundary between the transaction's phases (the last
+staged copy, the journal, the first and the last file of the tree, the manifest) while
+striking about a fifth to a quarter of the points. ``scripts/faults_every_point.py`` strikes every point
+(``SGLANG_EAGLE_SIZING_FAULTS=every``); docs/robustness.md says what each run covers.
+
 Each test runs on both layouts: a package folder (state in ``<sglang>/.eagle-sizing-backup``)
 and a fork's git checkout (state under ``.git/``, and ``apply`` adds stand-in fork test files,
 one in folders it creates): there ``git status`` must be clean after the last revert.
@@ -27,11 +36,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import git_status, make_checkout, write_stand_in_tests
+from conftest import STAND_IN_TESTS, git_status, make_checkout, write_stand_in_tests
 from sglang_eagle_sizing import cli, patch, transaction
 from sglang_eagle_sizing.tree import SglangTree
 
 PRIMITIVES = ("write_temp", "replace", "unlink", "mkdir", "rmdir", "rmtree")
+#: ``every``: strike at every write point, not the CI sample (scripts/faults_every_point.py)
+EVERY_POINT = os.environ.get("SGLANG_EAGLE_SIZING_FAULTS") == "every"
 
 
 def small_copy(pristine: Path, target: Path) -> Path:
@@ -85,6 +96,8 @@ class Fault:
         self.mode = mode  # "count" | "kill" | "torn" | "raise"
         self.at = at
         self.calls: list[str] = []
+        #: the path each call writes (for write_temp: the file it stands in for)
+        self.paths: list[Path] = []
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         for name in PRIMITIVES:
@@ -98,6 +111,9 @@ class Fault:
         def primitive(*args):
             index = len(self.calls)
             self.calls.append(name)
+            self.paths.append(
+                Path(args[0]) / args[1] if name == "write_temp" else Path(args[-1])
+            )
             if index == self.at:
                 self._strike(name, args)
             return real(*args)
@@ -196,12 +212,36 @@ def work(states, tmp_path, monkeypatch):
     return package
 
 
-def count_write_points(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def count_write_points(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> Fault:
+    """A dry run of ``argv`` that records every write point (``calls``, ``paths``)."""
     fault = Fault("count")
     with monkeypatch.context() as local:
         fault.install(local)
         assert cli.main(argv) == 0
-    return fault.calls
+    return fault
+
+
+def point_kind(work: Path, name: str, path: Path) -> tuple[str, str]:
+    """(primitive, what it writes): the backup's top-level entry (``originals``,
+    ``staged``, ``patched``, ``journal.json``, ``manifest.json``; ``.`` the backup folder
+    itself), or ``tree`` for a file or folder of the tree."""
+    backup = SglangTree.locate(work).backup_dir
+    if path == backup or backup in path.parents:
+        parts = path.relative_to(backup).parts
+        return name, parts[0] if parts else "."
+    return name, "tree"
+
+
+def strike_points(work: Path, counted: Fault) -> list[int]:
+    """The indices to strike: every one under ``SGLANG_EAGLE_SIZING_FAULTS=every``, else the
+    first and the last call of each kind (``point_kind``)."""
+    if EVERY_POINT:
+        return list(range(len(counted.calls)))
+    first_and_last: dict[tuple[str, str], list[int]] = {}
+    for index, (name, path) in enumerate(zip(counted.calls, counted.paths)):
+        seen = first_and_last.setdefault(point_kind(work, name, path), [index, index])
+        seen[1] = index
+    return sorted({index for pair in first_and_last.values() for index in pair})
 
 
 def assert_each_file_whole(package: Path, pristine: dict, patched: dict) -> None:
@@ -225,21 +265,38 @@ def expected_after_interruption(package: Path, pristine: dict, patched: dict) ->
 
 
 def test_write_points_are_counted_and_cover_every_primitive(work, monkeypatch):
-    apply_points = count_write_points(["apply", "-q", str(work)], monkeypatch)
-    revert_points = count_write_points(["revert", str(work)], monkeypatch)
-    assert apply_points.count("replace") > len(SglangTree.locate(work).files())
+    apply = count_write_points(["apply", "-q", str(work)], monkeypatch)
+    revert = count_write_points(["revert", str(work)], monkeypatch)
+    assert apply.calls.count("replace") > len(SglangTree.locate(work).files())
     expected = {"write_temp", "replace", "unlink", "mkdir", "rmtree"}
     if is_checkout(work):  # the folders apply created for a test file are removed
         expected.add("rmdir")
-    assert expected <= set(apply_points) | set(revert_points)
+    assert expected <= set(apply.calls) | set(revert.calls)
+    # the sample strikes every kind of write point, and each phase boundary
+    for counted in (apply, revert):
+        sample = strike_points(work, counted)
+        kinds = [point_kind(work, n, p) for n, p in zip(counted.calls, counted.paths)]
+        assert {kinds[i] for i in sample} == set(kinds)
+        assert {0, len(counted.calls) - 1} <= set(sample)
+        journal = [i for i, p in enumerate(counted.paths) if p.name == transaction.JOURNAL]
+        assert set(journal) <= set(sample)  # written (the commit point), then removed
+        if not EVERY_POINT:
+            assert len(sample) <= len(counted.calls) // 2, (len(sample), len(counted.calls))
+    if is_checkout(work):  # an added test file and a folder made for one are struck
+        struck = [(apply.calls[i], apply.paths[i]) for i in strike_points(work, apply)]
+        added = {str(work / key) for key in STAND_IN_TESTS}
+        assert any(n == "replace" and str(p) in added for n, p in struck), struck
+        assert any(n == "mkdir" and point_kind(work, n, p)[1] == "tree" for n, p in struck)
 
 
 @pytest.mark.parametrize("mode", ["kill", "torn"])
 def test_apply_killed_at_every_write_point(work, states, monkeypatch, capfd, mode):
     source, pristine, patched = states
-    points = count_write_points(["apply", "-q", str(work)], monkeypatch)
+    counted = count_write_points(["apply", "-q", str(work)], monkeypatch)
     strikes = [
-        i for i, name in enumerate(points) if mode == "kill" or name == "write_temp"
+        i
+        for i in strike_points(work, counted)
+        if mode == "kill" or counted.calls[i] == "write_temp"
     ]
     for index in strikes:
         reset(work, source)
@@ -283,9 +340,9 @@ def test_revert_killed_at_every_write_point(work, states, monkeypatch, capfd):
     assert cli.main(["apply", "-q", str(work)]) == 0
     applied = work.parent / "applied"
     shutil.copytree(work, applied)
-    points = count_write_points(["revert", str(work)], monkeypatch)
-    assert len(points) > 0
-    for index in range(len(points)):
+    counted = count_write_points(["revert", str(work)], monkeypatch)
+    assert len(counted.calls) > 0
+    for index in strike_points(work, counted):
         reset(work, applied)
         assert (
             run_forked(["revert", str(work)], Fault("kill", index), monkeypatch)
@@ -320,11 +377,11 @@ def test_full_disk_at_every_write_point_rolls_back_or_completes(
     else:
         start = source
     argv = [command, str(work)]
-    points = count_write_points(argv, monkeypatch)
+    counted = count_write_points(argv, monkeypatch)
     before_state, done_state = (
         (pristine, patched) if command == "apply" else (patched, pristine)
     )
-    for index in range(len(points)):
+    for index in strike_points(work, counted):
         reset(work, start)
         capfd.readouterr()
         code = run_forked(argv, Fault("raise", index), monkeypatch)

@@ -1,10 +1,21 @@
 """``sglang-eagle-sizing smoke`` serves tokens from the patched tree on this CPU.
 
-One run of the command on the patched 0.5.11 tree (fixture ``patched_root``) for the CI subset
-(``smoke.cases.CI_CASES``): EAGLE-3 on the v1 worker with every request shape, and a drafter
-that start-up validation must refuse. It serves the tree without speculation, the tree with
-it, and the unpatched 0.5.11 release (accept lengths must agree). Then two run-time mutants of
-the patched tree, served the same way, must be caught:
+Two runs of the command on the patched 0.5.11 tree (fixture ``patched_root``) for the CI
+subset (``smoke.cases.CI_CASES``):
+
+- EAGLE-3 on the v1 worker with every request shape, and a drafter that start-up validation
+  must refuse. It serves the tree without speculation, the tree with it, and the unpatched
+  0.5.11 release (accept lengths must agree);
+- EAGLE-3 under DP attention (``--tp 2 --dp 2 --enable-dp-attention``, one request: rank dp1
+  is idle), v1 and v2 workers, on a Qwen3 target: tokens must equal the Qwen3 target's run
+  without speculation and DP attention (and transformers'), and the idle-input sizing sites
+  must have run in the server (v1: ``EAGLEWorker._draft_preprocess_idle`` and
+  ``forward_draft_extend_after_decode``; v2: ``EAGLEWorkerV2.forward_batch_generation``).
+  This run has ``--no-baseline``: 0.5.11 crashes in both cases (its idle inputs carry no
+  ``kv_indptr``), which docs/smoke.md's matrix records; serving it here would add two DP
+  server start-ups to CI and prove nothing the matrix does not.
+
+Then three run-time mutants of the patched tree, served the same way, must be caught:
 
 - ``rule layer-id parser: ids ignored``: the target captures its default layers instead of
   the ones the drafter declares. On the 4-layer target the defaults are ``[2, 2, 1]``, two
@@ -14,10 +25,13 @@ the patched tree, served the same way, must be caught:
   accepts a crash, other tokens or another accept length as caught.)
 - ``rule refusal off: _read_num_aux_hidden_states (num_aux_hidden_states)``: the drafter with
   a wrong ``num_aux_hidden_states`` is served instead of refused.
+- ``idle: no attention indices``: ``EagleDraftInput.create_idle_input`` without the empty
+  ``kv_indptr``/``kv_indices`` (0.5.11's idle input), served under DP attention on the v1
+  worker: the idle rank's padded batch crashes in the Triton backend, as 0.5.11 does.
 
 Slow (several server start-ups; interpreted Triton attention): the full matrix runs from
-``benchmark/smoke_matrix.py`` and is recorded in docs/smoke.md. Cases that need the fixes of
-issues 16 (float16 drafter, bfloat16 target) and 18 (DP attention) are not in this subset.
+``benchmark/smoke_matrix.py`` and is recorded in docs/smoke.md. The float16/bfloat16 cases
+(issue 16) are not in this subset.
 """
 
 from __future__ import annotations
@@ -25,31 +39,59 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from conftest import SUPPORT
 from sglang_eagle_sizing.smoke import cases as smoke_cases
-from sglang_eagle_sizing.smoke.runner import Models, serve_case
+from sglang_eagle_sizing.smoke.runner import Models, serve_case, site_hits
 from sglang_eagle_sizing.wheel import cache_folder
 
 sys.path.insert(0, str(SUPPORT))
-from mutants import mutant_root, rule_mutants  # noqa: E402
+from mutants import mutant_root, path_mutants, rule_mutants  # noqa: E402
 
+#: served with the unpatched release next to them (accept lengths must agree)
 CASES = ("eagle3-v1", "eagle3-refused")
+#: DP attention, an idle rank: served from the patched tree only (0.5.11 crashes)
+DP_CASES = ("eagle3-dp-attention-v1", "eagle3-dp-attention-v2")
+#: the idle-input sizing sites each DP case must run in the server (``file Class.method``)
+IDLE_SITES = {
+    "eagle3-dp-attention-v1": (
+        "speculative/eagle_worker.py EAGLEWorker._draft_preprocess_idle",
+        "speculative/eagle_worker.py EAGLEWorker.forward_draft_extend_after_decode",
+    ),
+    "eagle3-dp-attention-v2": (
+        "speculative/eagle_worker_v2.py EAGLEWorkerV2.forward_batch_generation",
+    ),
+}
+
+
+def run_smoke(root: Path, names: tuple[str, ...], work: Path, label: str, *extra: str):
+    """``smoke`` on ``root`` for ``names`` (models shared in ``work``): (result, report)."""
+    report = work / f"{label}.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "sglang_eagle_sizing", "smoke", str(root / "sglang"),
+         *[arg for name in names for arg in ("--case", name)],
+         "--workdir", str(work), "--json", str(report), *extra],
+        capture_output=True, text=True, timeout=1800, check=False,
+    )
+    return result, json.loads(report.read_text())
 
 
 @pytest.fixture(scope="session")
-def smoke_run(patched_root, tmp_path_factory):
-    work = tmp_path_factory.mktemp("smoke")
-    report = work / "report.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "sglang_eagle_sizing", "smoke", str(patched_root / "sglang"),
-         *[arg for name in CASES for arg in ("--case", name)],
-         "--workdir", str(work), "--json", str(report)],
-        capture_output=True, text=True, timeout=1800, check=False,
-    )
-    return result, json.loads(report.read_text()), work
+def smoke_work(tmp_path_factory):
+    return tmp_path_factory.mktemp("smoke")
+
+
+@pytest.fixture(scope="session")
+def smoke_run(patched_root, smoke_work):
+    return (*run_smoke(patched_root, CASES, smoke_work, "report"), smoke_work)
+
+
+@pytest.fixture(scope="session")
+def dp_run(patched_root, smoke_work):
+    return run_smoke(patched_root, DP_CASES, smoke_work, "dp", "--no-baseline")
 
 
 def entry(report: dict, name: str) -> dict:
@@ -57,7 +99,8 @@ def entry(report: dict, name: str) -> dict:
 
 
 def test_ci_subset_is_the_declared_one():
-    assert set(CASES) == set(smoke_cases.CI_CASES)
+    assert set(CASES) | set(DP_CASES) == set(smoke_cases.CI_CASES)
+    assert set(IDLE_SITES) == set(DP_CASES)
 
 
 def test_smoke_passes_on_the_patched_tree(smoke_run):
@@ -105,32 +148,72 @@ def test_contract_calls_are_recorded(smoke_run):
     assert "ModelRunner.__init__" in callers or any("model_runner" in r["file"] for r in records)
 
 
+@pytest.mark.parametrize("name", DP_CASES)
+def test_idle_rank_under_dp_attention_serves_equal_tokens(dp_run, name):
+    result, report = dp_run
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert report["failed"] == []
+    case = entry(report, name)
+    assert "release" not in case  # --no-baseline: 0.5.11 crashes here (docs/smoke.md)
+    tree = case["tree"]
+    plain = report["plain"]
+    assert len(plain) == 1  # one run of the Qwen3 target: one rank, no DP attention
+    plain = next(iter(plain.values()))
+    assert tree["status"] == plain["status"] == "served", tree["error"]
+    outputs = tree["outputs"]["one-request"]
+    assert [len(o) for o in outputs] == list(smoke_cases.ONE.max_new_tokens)
+    assert outputs == plain["outputs"]["one-request"]
+    # the crafted drafter guesses under DP attention too
+    assert tree["accept_length"] > 1.5
+
+
+@pytest.mark.parametrize("name", DP_CASES)
+def test_idle_rank_runs_the_idle_input_sizing_sites(dp_run, name):
+    _, report = dp_run
+    records = entry(report, name)["tree"]["sites"]
+    ran = site_hits(records)
+    assert set(IDLE_SITES[name]) <= set(ran), ran
+    # the idle inputs were sized by the contract, width and dtype, at those sites
+    for site in IDLE_SITES[name]:
+        scope = site.split()[1]
+        called = {r["function"].rpartition(".")[2] for r in records if r["scope"] == scope}
+        assert {"hidden_size_for", "dtype_for"} <= called, (site, called)
+
+
 MUTANTS = (
     ("rule layer-id parser: ids ignored", "eagle3-v1"),
     ("rule refusal off: _read_num_aux_hidden_states (num_aux_hidden_states)", "eagle3-refused"),
+    ("idle: no attention indices", "eagle3-dp-attention-v1"),
 )
 
 
 @pytest.mark.parametrize("name,case_name", MUTANTS, ids=[m[0] for m in MUTANTS])
-def test_run_time_mutant_is_caught(name, case_name, smoke_run, patched_root, tmp_path):
-    _, report, work = smoke_run
-    mutant = next(m for m in rule_mutants(patched_root / "sglang" / "srt") if m.name == name)
+def test_run_time_mutant_is_caught(name, case_name, smoke_work, patched_root, tmp_path, request):
+    srt = patched_root / "sglang" / "srt"
+    mutant = next(m for m in rule_mutants(srt) + path_mutants(srt) if m.name == name)
     root = mutant_root(patched_root, mutant, tmp_path / "mutant")
     case = smoke_cases.case_named(case_name)
-    if case.expect == "serve":
-        case = type(case)(**{**case.__dict__, "batches": (smoke_cases.LONG,)})
-    run = serve_case(root, "mutant", case, Models(work / "models"), tmp_path, cache_folder())
+    if case_name in DP_CASES:  # compared with the patched tree's own run
+        _, report = request.getfixturevalue("dp_run")
+        reference = entry(report, case_name)["tree"]
+    else:  # compared with the unpatched release
+        _, report, _ = request.getfixturevalue("smoke_run")
+        reference = entry(report, case_name).get("release")
+        if case.expect == "serve":
+            case = replace(case, batches=(smoke_cases.LONG,))
+    run = serve_case(root, "mutant", case, Models(smoke_work / "models"), tmp_path, cache_folder())
     if case.expect == "refuse":
         assert run.status == "served", (run.status, run.error, run.log_tail)
         return
-    release = entry(report, case_name)["release"]
+    batch = case.batches[0].name
+    assert reference["status"] == "served"
     caught = []
     if run.status != "served":
         caught.append(f"{run.status}: {run.error}")
     else:
-        if run.outputs["long"] != release["outputs"]["long"]:
+        if run.outputs[batch] != reference["outputs"][batch]:
             caught.append("other tokens")
-        if run.accept_lengths["long"] != release["accept_lengths"]["long"]:
+        if run.accept_lengths[batch] != reference["accept_lengths"][batch]:
             caught.append("another accept length")
     assert caught, f"{name} survived: {run.accept_lengths}"
     print(f"{name}: caught by {'; '.join(caught)}")

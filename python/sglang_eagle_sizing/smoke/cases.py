@@ -303,8 +303,9 @@ CASES += (
     ),
 )
 
-#: the subset CI runs (one server per case and tree: keep it small)
-CI_CASES = ("eagle3-v1", "eagle3-refused")
+#: the subset CI runs (one server per case and tree: keep it small); the DP-attention cases
+#: run from the patched tree only (test/test_smoke.py)
+CI_CASES = ("eagle3-v1", "eagle3-refused", "eagle3-dp-attention-v1", "eagle3-dp-attention-v2")
 
 
 def case_named(name: str) -> Case:
