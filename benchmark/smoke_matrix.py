@@ -127,8 +127,9 @@ def upstream_table(report: dict, upstream: dict) -> str:
     main_runs = {entry["case"]: entry for entry in report["cases"]}
     lines = [
         UPSTREAM_START, "",
-        f"0.5.12 served from its own tree ({upstream['root']}), with 0.5.11's dependencies, "
-        f"{upstream.get('when', '')}; patched and 0.5.11 from the run above.", "",
+        "SGLang 0.5.12 (upstream's own version of the refactor) served from its release wheel's "
+        f"`sglang/` with 0.5.11's dependencies, {upstream.get('when', '')}; the patched tree "
+        "and 0.5.11 from the run above (`-`: not in that run).", "",
         "| case | 0.5.12 | tokens equal | accept length 0.5.12 / patched / 0.5.11 | error (0.5.12) |",
         "| --- | --- | --- | --- | --- |",
     ]
