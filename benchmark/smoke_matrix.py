@@ -73,6 +73,16 @@ def _error(run: dict | None) -> str:
     return (run.get("error") or run.get("status", "")).replace("|", "\\|")[:200]
 
 
+def _tokens(entry: dict, refused: str) -> str:
+    """The tokens column of a case's run in the tree it was served from."""
+    status = entry["tree"]["status"]
+    if status == "refused":
+        return refused
+    if status == "served":
+        return "no" if any("tokens differ" in p for p in entry["problems"]) else "yes"
+    return "-"
+
+
 def table(report: dict, when: str, where: str) -> str:
     lines = [
         START, "",
@@ -88,12 +98,7 @@ def table(report: dict, when: str, where: str) -> str:
         else:
             result = (f"expected failure: {entry['known_failure']}" if entry["expected_failure"]
                       else "**FAIL**")
-        if tree["status"] == "refused":
-            tokens = "refused at start-up (as it must)"
-        elif tree["status"] == "served":
-            tokens = "no" if any("tokens differ" in p for p in entry["problems"]) else "yes"
-        else:
-            tokens = "-"
+        tokens = _tokens(entry, "refused at start-up (as it must)")
         ratio = "-"
         if rel and tree.get("batch_seconds", {}).get("long") and rel.get("batch_seconds", {}).get("long"):
             ratio = f"{rel['batch_seconds']['long'] / tree['batch_seconds']['long']:.2f}"
@@ -136,12 +141,7 @@ def upstream_table(report: dict, upstream: dict) -> str:
     for entry in upstream["cases"]:
         run = entry["tree"]
         mine = main_runs.get(entry["case"], {})
-        if run["status"] == "refused":
-            tokens = "refused at start-up"
-        elif run["status"] == "served":
-            tokens = "no" if any("tokens differ" in p for p in entry["problems"]) else "yes"
-        else:
-            tokens = "-"
+        tokens = _tokens(entry, "refused at start-up")
         result = "ok" if entry["passed"] else run["status"]
         lines.append(
             f"| `{entry['case']}` | {result} | {tokens} | {_accept(run)} / "
