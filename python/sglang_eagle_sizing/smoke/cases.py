@@ -237,7 +237,7 @@ CASES += (
         "idle), v2 worker; 0.5.11 crashes as v1 does",
         "EAGLE3", EAGLE3, CHAIN + DP_ATTENTION, batches=(ONE,), target=QWEN3, env=DP_ENV,
     ),
-    Case(
+    DP_THREE_REQUESTS := Case(
         "eagle3-dp-attention-3-requests-v1",
         "EAGLE-3, Qwen3 target, --tp 2 --dp 2 --enable-dp-attention, three requests that "
         "finish at different steps (both ranks busy, one padded to the other's size, then one "
@@ -245,13 +245,12 @@ CASES += (
         "EAGLE3", EAGLE3, CHAIN + V1 + DP_ATTENTION, batches=(SOME_FINISH,), target=QWEN3,
         env=DP_ENV,
     ),
-    Case(
-        "eagle3-dp-attention-3-requests-v2",
-        "EAGLE-3, Qwen3 target, --tp 2 --dp 2 --enable-dp-attention, three requests that "
-        "finish at different steps (both ranks busy, one padded to the other's size, then one "
-        "idle), v2 worker",
-        "EAGLE3", EAGLE3, CHAIN + DP_ATTENTION, batches=(SOME_FINISH,), target=QWEN3,
-        env=DP_ENV,
+    # the same on the v2 (overlap) worker
+    replace(
+        DP_THREE_REQUESTS,
+        name="eagle3-dp-attention-3-requests-v2",
+        description=DP_THREE_REQUESTS.description.replace("v1 worker", "v2 worker"),
+        flags=CHAIN + DP_ATTENTION,
     ),
 )
 
