@@ -53,7 +53,9 @@ No stand-in touches the padding mode (``dp_attention.py``): the idle ranks' cras
 
 The site recorder (when ``SGLANG_EAGLE_SIZING_SMOKE_SITES`` names a file): every call of the
 contract classmethods (``EagleDraftInput``/``EagleDraftExtendInput.hidden_size_for`` and
-``dtype_for``) and of the helpers the patch inserts into ``eagle_info.py`` appends one JSON line
+``dtype_for``, and their ``create_idle_input``, which is all ``EagleVerifyInput.verify``'s
+worker-less idle input calls) and of the helpers the patch inserts into ``eagle_info.py``
+appends one JSON line
 ``{"pid", "function", "file", "line", "scope"}`` naming its caller (file relative to
 ``sglang/srt``), once per caller and process. A tree without them records nothing.
 """
@@ -95,7 +97,10 @@ RECORDED_HELPERS = (
     "validate_eagle_draft_config",
 )
 RECORDED_CLASSES = ("EagleDraftInput", "EagleDraftExtendInput")
-RECORDED_METHODS = ("hidden_size_for", "dtype_for")
+#: ``create_idle_input`` too: ``EagleVerifyInput.verify`` builds its idle input with no worker
+#: in reach (the consuming worker rebuilds it through the contract), so only this call shows
+#: that the site ran
+RECORDED_METHODS = ("hidden_size_for", "dtype_for", "create_idle_input")
 
 
 # -- stand-ins ----------------------------------------------------------------------------
