@@ -343,9 +343,10 @@ def _recorded_function(name: str, function):
     return wrapper
 
 
-def _recorded_classmethod(name: str, function):
+def _recorded_classmethod(method: str, function):
     def wrapper(cls, *args, **kwargs):
-        _record(name, 2)
+        # the class it was called on: EagleDraftExtendInput inherits create_idle_input
+        _record(f"{cls.__name__}.{method}", 2)
         return function(cls, *args, **kwargs)
 
     functools.update_wrapper(wrapper, function)
@@ -368,7 +369,7 @@ def _patch_eagle_info(module) -> None:
                 setattr(
                     cls,
                     method,
-                    _recorded_classmethod(f"{class_name}.{method}", entry.__func__),
+                    _recorded_classmethod(method, entry.__func__),
                 )
 
 
