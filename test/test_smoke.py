@@ -45,7 +45,13 @@ from pathlib import Path
 import pytest
 from conftest import SUPPORT
 from sglang_eagle_sizing.smoke import cases as smoke_cases
-from sglang_eagle_sizing.smoke.runner import Models, serve_case, site_hits
+from sglang_eagle_sizing.smoke.runner import (
+    Models,
+    reference_case,
+    serve_case,
+    server_command,
+    site_hits,
+)
 from sglang_eagle_sizing.wheel import cache_folder
 
 sys.path.insert(0, str(SUPPORT))
@@ -146,6 +152,10 @@ def test_contract_calls_are_recorded(smoke_run):
             "validate_eagle_draft_config"} <= functions, records
     callers = {r["scope"] for r in records if r["function"] == "get_eagle_aux_hidden_state_layer_ids"}
     assert "ModelRunner.__init__" in callers or any("model_runner" in r["file"] for r in records)
+    # when every request of a batch finishes at verify (the first-verify batch), verify
+    # builds the next draft input idle, with no worker in reach: the one sizing site a
+    # single server runs
+    assert "speculative/eagle_info.py EagleVerifyInput.verify" in site_hits(records), records
 
 
 @pytest.mark.parametrize("name", DP_CASES)
@@ -220,6 +230,26 @@ def test_run_time_mutant_is_caught(name, case_name, smoke_work, patched_root, tm
 
 
 # -- no server ----------------------------------------------------------------------------
+
+
+def test_the_reference_run_keeps_dp_attention_only_as_a_flag_of_the_target():
+    target, drafter = Path("/models/target"), Path("/models/drafter")
+    dp_flags = {"--tp", "--dp", "--enable-dp-attention"}
+    # EAGLE-3 under DP attention: compared with one rank without it (crafted weights)
+    case = smoke_cases.case_named("eagle3-dp-attention-v1")
+    args, env = server_command(case, target, drafter)
+    assert dp_flags <= set(args) and env == dict(smoke_cases.DP_ENV)
+    args, env = server_command(reference_case(case), target, drafter, speculative=False)
+    assert not (dp_flags | {"--speculative-algorithm"}) & set(args), args
+    assert env == {}
+    assert args[args.index("--attention-backend") + 1] == "torch_native"
+    # MTP under DP attention: random weights differ with the TP group, so the reference is
+    # served under DP attention too, with the environment DP attention needs on this CPU
+    case = smoke_cases.case_named("mtp-step3p5-dp-attention-v1")
+    args, env = server_command(reference_case(case), target, target, speculative=False)
+    assert dp_flags <= set(args) and "--speculative-algorithm" not in args, args
+    assert env == dict(smoke_cases.DP_ENV)
+    assert reference_case(case).name != reference_case(smoke_cases.MTP).name
 
 
 def test_list_names_every_case():

@@ -93,7 +93,14 @@ def cache_dir() -> Path:
 def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None) -> dict:
     """Serve every case from ``root`` (holding ``sglang/``); returns the report (a dict).
     ``on_case(report)``, if given, sees the report so far after each case."""
-    from .runner import Models, progress, reference_tokens, release_root, serve_case
+    from .runner import (
+        Models,
+        progress,
+        reference_case,
+        reference_tokens,
+        release_root,
+        serve_case,
+    )
 
     cache = cache_dir()
     built = Models(workdir / "models")
@@ -107,7 +114,7 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None)
         progress(f"case {index}/{len(cases)}: {case.name}")
         entry = {"case": case.name, "description": case.description,
                  "known_failure": case.known_failure, "problems": []}
-        target_key = (repr(case.target), case.dtype)
+        target_key = (repr(case.target), case.dtype, case.target_flags)
         if case.batches and target_key not in references:
             target_dir = built.target(case.target)
             if case.reference:
@@ -117,15 +124,8 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None)
             references[target_key] = {
                 b.name: reference_tokens(target_dir, b, case.target.dtype) for b in ALL_BATCHES
             } if case.reference else {}
-            plain_case = type(case)(
-                name=f"target-{case.target.model_type}-{case.target.dtype}", description="",
-                algorithm=None, drafter=None, flags=(),
-                batches=ALL_BATCHES if case.reference else case.batches,
-                target=case.target, dtype=case.dtype, target_flags=case.target_flags,
-                plain_attention_backend=case.plain_attention_backend,
-            )
-            plain[target_key] = serve_case(root, "tree", plain_case, built, workdir, cache,
-                                           speculative=False)
+            plain[target_key] = serve_case(root, "tree", reference_case(case), built, workdir,
+                                           cache, speculative=False)
         spec = serve_case(root, "tree", case, built, workdir, cache)
         entry["tree"] = spec.__dict__
         if release is not None and case.expect == "serve":
@@ -182,7 +182,7 @@ def _report(root: Path, results: list, plain: dict, started: float) -> dict:
         "root": str(root),
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "cases": results,
-        "plain": {k[0] + " " + k[1]: v.__dict__ for k, v in plain.items()},
+        "plain": {" ".join((k[0], k[1], *k[2])): v.__dict__ for k, v in plain.items()},
         "failed": failed,
         "seconds": time.monotonic() - started,
     }

@@ -81,6 +81,8 @@ class Case:
     pd: bool = False
     #: flags of the target that the run without speculation keeps too
     target_flags: tuple[str, ...] = ()
+    #: the environment those flags need, which the run without speculation gets too
+    target_env: tuple[tuple[str, str], ...] = ()
     #: whether transformers' ``generate`` on the target is a reference (not for a target
     #: transformers cannot load; then the run without speculation serves this case's
     #: batches only)
@@ -298,6 +300,29 @@ CASES += (
         name="mtp-step3p5-v2",
         description="multi-layer EAGLE (MTP) as above, v2 (overlap) worker "
         "(MultiLayerEagleWorkerV2, whose draft worker allocates req_to_hidden_states_pool)",
+        flags=CHAIN + ("--enable-multi-layer-eagle", "--speculative-draft-load-format", "dummy"),
+    ),
+)
+
+#: The multi-layer workers' idle inputs: the MTP target under DP attention, one request (rank
+#: dp1 idle). Random weights differ between one rank and two (the LM head is split across the
+#: TP group, each shard drawn from the same seed), so the run without speculation is served
+#: under DP attention too: DP attention is a flag of the target here.
+MTP_DP = replace(
+    MTP,
+    name="mtp-step3p5-dp-attention-v1",
+    description="multi-layer EAGLE (MTP) under --tp 2 --dp 2 --enable-dp-attention, one "
+    "request (rank dp1 idle: the multi-layer worker's idle inputs), v1 worker; the run "
+    "without speculation is under DP attention too",
+    target_flags=MTP.target_flags + DP_ATTENTION,
+    target_env=DP_ENV,
+)
+CASES += (
+    MTP_DP,
+    replace(
+        MTP_DP,
+        name="mtp-step3p5-dp-attention-v2",
+        description=MTP_DP.description.replace("v1 worker", "v2 worker"),
         flags=CHAIN + ("--enable-multi-layer-eagle", "--speculative-draft-load-format", "dummy"),
     ),
 )

@@ -102,6 +102,47 @@ def _accept_length(replies: list[dict]) -> float | None:
     return tokens / verify if verify else None
 
 
+def reference_case(case: Case) -> Case:
+    """The run without speculation that ``case``'s tokens are compared with: its target,
+    dtype, target flags and their environment; every batch when transformers is a
+    reference too, else the case's own."""
+    from .cases import ALL_BATCHES
+
+    dp = "-dp-attention" if "--enable-dp-attention" in case.target_flags else ""
+    return Case(
+        name=f"target-{case.target.model_type}-{case.target.dtype}{dp}",
+        description="",
+        algorithm=None,
+        drafter=None,
+        flags=(),
+        batches=ALL_BATCHES if case.reference else case.batches,
+        target=case.target,
+        dtype=case.dtype,
+        target_flags=case.target_flags,
+        target_env=case.target_env,
+        plain_attention_backend=case.plain_attention_backend,
+    )
+
+
+def server_command(
+    case: Case, target_dir: Path, drafter_dir: Path, speculative: bool = True
+) -> tuple[list[str], dict[str, str]]:
+    """The server flags and extra environment of ``case``. Without ``speculative``: the
+    reference run, which keeps the target's flags and the environment they need
+    (``target_flags``, ``target_env``) and drops the case's own, DP attention included
+    unless the target's flags hold it."""
+    args = case.server_args(target_dir, drafter_dir)
+    env = dict(case.target_env)
+    if speculative:
+        return args, {**env, **dict(case.env)}
+    if "--speculative-algorithm" in args:
+        # the case's own flags come after it
+        args = args[: args.index("--speculative-algorithm")]
+    # a different attention kernel than the speculative run's: a stronger check
+    args[args.index("--attention-backend") + 1] = case.plain_attention_backend
+    return args, env
+
+
 def serve_case(
     root: Path,
     tree_label: str,
@@ -122,23 +163,7 @@ def serve_case(
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     sites_file = folder / "sites.jsonl"
-    args = case.server_args(target_dir, drafter_dir)
-    if not speculative:
-        args = list(args)
-        cut = args.index("--speculative-algorithm") if "--speculative-algorithm" in args else None
-        if cut is not None:
-            args = args[:cut]
-        # a different attention kernel than the speculative run's: a stronger check
-        args[args.index("--attention-backend") + 1] = case.plain_attention_backend
-    env = dict(case.env)
-    if not speculative:
-        # the reference: the same target on one rank, without DP attention
-        for flag in ("--tp", "--dp"):
-            if flag in args:
-                del args[args.index(flag) : args.index(flag) + 2]
-        if "--enable-dp-attention" in args:
-            args.remove("--enable-dp-attention")
-        env = {}
+    args, env = server_command(case, target_dir, drafter_dir, speculative)
     stub = libcuda_stub(cache)
     start = time.monotonic()
     if speculative and case.pd:
