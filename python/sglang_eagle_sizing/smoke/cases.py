@@ -256,6 +256,29 @@ CASES += (
     ),
 )
 
+#: A drafter narrower than its target under DP attention. llama_eagle3.py applies ``fc`` only
+#: when the incoming width differs from the drafter's own, so with the 64-wide drafter of the
+#: cases above an idle input of the target's width (0.5.11's) passes unnoticed; a 32-wide
+#: drafter makes every width count: ``fc`` takes 3 x 64 and the draft steps 32.
+NARROW_DRAFTER = DrafterSpec(kind="eagle3", aux_layer_ids=(0, 1, 2), hidden_size=32)
+DP_NARROW = Case(
+    "eagle3-dp-attention-narrow-drafter-v1",
+    "EAGLE-3, a 32-wide drafter on the 64-wide Qwen3 target, --tp 2 --dp 2 "
+    "--enable-dp-attention, one request (rank dp1 idle), v1 worker: the idle inputs' widths "
+    "reach the drafter's fc",
+    "EAGLE3", NARROW_DRAFTER, CHAIN + V1 + DP_ATTENTION, batches=(ONE,), target=QWEN3,
+    env=DP_ENV,
+)
+CASES += (
+    DP_NARROW,
+    replace(
+        DP_NARROW,
+        name="eagle3-dp-attention-narrow-drafter-v2",
+        description=DP_NARROW.description.replace("v1 worker", "v2 worker"),
+        flags=CHAIN + DP_ATTENTION,
+    ),
+)
+
 #: PD disaggregation on loopback: each server of the pair adds ``--disaggregation-mode
 #: prefill|decode`` and its own ``--disaggregation-bootstrap-port``; Mooncake's transfer
 #: engine (``server.mooncake_engine``) comes from PyPI into the cache on first use

@@ -1,0 +1,106 @@
+"""Serve run-time mutants of the patched tree in smoke cases and say which the server catches.
+
+    .venv/bin/python scripts/smoke_mutants.py --reference FILE [--workdir DIR]
+        [--mutant NAME=CASE ...]
+
+``--reference`` is a run of ``benchmark/smoke_matrix.py --save-json FILE`` (or ``smoke
+--json FILE``) holding every named case: each mutant (``test/support/mutants.py``: a site put
+back to 0.5.11's call, or a rule of the contract broken) is served in its case from a copy of
+that run's patched tree with the one file changed, and is caught when the server crashes, or
+serves other tokens or another accept length than the patched tree did. Prints a Markdown
+table (docs/smoke.md has it). Without ``--mutant``: the idle-input mutants on the DP-attention
+cases, with the narrow drafter and without it. About three minutes a mutant on two cores (two
+ranks). CI serves three mutants (test/test_smoke.py); this script is for the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "python"))
+sys.path.insert(0, str(REPO / "test" / "support"))
+
+from mutants import mutant_root, path_mutants, rule_mutants, site_mutants  # noqa: E402
+from sglang_eagle_sizing.cli import main as cli_main  # noqa: E402
+from sglang_eagle_sizing.smoke import cache_dir  # noqa: E402
+from sglang_eagle_sizing.smoke.cases import case_named  # noqa: E402
+from sglang_eagle_sizing.smoke.runner import Models, release_root, serve_case  # noqa: E402
+
+NARROW_V1 = "eagle3-dp-attention-narrow-drafter-v1"
+NARROW_V2 = "eagle3-dp-attention-narrow-drafter-v2"
+#: (mutant, case): every idle-input site and width rule a DP-attention case reaches, in the
+#: case whose drafter is narrower than the target, and the first two in the 64-wide one too
+DEFAULT = (
+    ("site EAGLEWorker._draft_preprocess_idle", NARROW_V1),
+    ("site EAGLEWorker.forward_draft_extend_after_decode", NARROW_V1),
+    ("idle: EAGLEWorker keeps verify's idle input", NARROW_V1),
+    ("rule decode width: the target's", NARROW_V1),
+    ("rule extend width: 0.5.11's v1 rule", NARROW_V1),
+    ("site EAGLEWorkerV2.forward_batch_generation", NARROW_V2),
+    ("site EAGLEWorker._draft_preprocess_idle", "eagle3-dp-attention-v1"),
+    ("site EAGLEWorker.forward_draft_extend_after_decode", "eagle3-dp-attention-v1"),
+)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reference", required=True, metavar="FILE")
+    parser.add_argument("--mutant", action="append", default=[], metavar="NAME=CASE")
+    parser.add_argument("--workdir")
+    args = parser.parse_args()
+    pairs = [tuple(p.split("=", 1)) for p in args.mutant] if args.mutant else list(DEFAULT)
+    saved = json.loads(Path(args.reference).read_text())
+    runs = {e["case"]: e["tree"] for e in saved.get("report", saved)["cases"]}
+    missing = sorted({case for _, case in pairs} - set(runs))
+    if missing:
+        print(f"error: {args.reference} has no run of {', '.join(missing)}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="smoke-mutants-") as scratch:
+        work = Path(args.workdir).resolve() if args.workdir else Path(scratch)
+        patched = work / "patched"
+        if not (patched / "sglang").is_dir():
+            import shutil
+
+            shutil.copytree(release_root(cache_dir()) / "sglang", patched / "sglang")
+            if cli_main(["apply", "--quiet", str(patched / "sglang")]) != 0:
+                print("error: apply failed on the release's sglang", file=sys.stderr)
+                return 1
+        srt = patched / "sglang" / "srt"
+        pristine = release_root(cache_dir()) / "sglang" / "srt"
+        known = {m.name: m for m in rule_mutants(srt) + path_mutants(srt)}
+        known.update({m.name: m for m in site_mutants(pristine, srt)})
+        rows = []
+        for index, (name, case_name) in enumerate(pairs):
+            if name not in known:
+                print(f"error: no mutant {name!r}", file=sys.stderr)
+                return 2
+            mutant, case, reference = known[name], case_named(case_name), runs[case_name]
+            root = mutant_root(patched, mutant, work / "mutants" / str(index))
+            run = serve_case(root, "mutant", case, Models(work / "models"), work / "runs",
+                             cache_dir())
+            caught = []
+            if run.status != "served":
+                caught.append(f"{run.status}: {run.error}")
+            else:
+                for batch in case.batches:
+                    if run.outputs.get(batch.name) != reference["outputs"].get(batch.name):
+                        caught.append(f"{batch.name}: other tokens")
+                    if run.accept_lengths.get(batch.name) != reference["accept_lengths"].get(batch.name):
+                        caught.append(f"{batch.name}: another accept length")
+            verdict = "; ".join(caught) if caught else "**survived**"
+            rows.append((name, mutant.description, case_name, verdict.replace("|", "\\|")[:240]))
+            print(f"{name} in {case_name}: {verdict}", file=sys.stderr, flush=True)
+    print("| mutant | what it does | case | caught by |")
+    print("| --- | --- | --- | --- |")
+    for name, description, case_name, verdict in rows:
+        print(f"| `{name}` | {description} | `{case_name}` | {verdict} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
