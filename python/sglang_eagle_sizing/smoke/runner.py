@@ -304,8 +304,13 @@ def unreachable_reason(site: site_list.Site) -> str:
         return "the MTP v2 draft worker's hidden-state pool: only the mtp-step3p5-v2 case builds it"
     if "multi_layer" in site.file and site.kind is site_list.Kind.IDLE_INPUT:
         return (
-            "idle input of the multi-layer EAGLE (MTP) worker: needs DP attention on an MTP "
-            "target (the tiny Step-3.5 of the mtp cases), not in the matrix"
+            "idle input of the multi-layer EAGLE (MTP) worker: only an idle rank of the MTP "
+            "target under DP attention builds one (the mtp-step3p5-dp-attention cases)"
+        )
+    if site.kind is site_list.Kind.DETACHED_IDLE_INPUT:
+        return (
+            "idle input built in verify: only when every request of a batch finishes at "
+            "verify (the first-verify batch) or a rank under DP attention is idle"
         )
     if site.kind is site_list.Kind.BUFFER:
         return "CUDA-graph buffer: CUDA graphs never run on a CPU (--disable-cuda-graph)"
