@@ -1,16 +1,17 @@
 """Serve run-time mutants of the patched tree in smoke cases and say which the server catches.
 
-    .venv/bin/python scripts/smoke_mutants.py --reference FILE [--workdir DIR]
+    .venv/bin/python scripts/smoke_mutants.py --reference FILE [FILE ...] [--workdir DIR]
         [--mutant NAME=CASE ...]
 
-``--reference`` is a run of ``benchmark/smoke_matrix.py --save-json FILE`` (or ``smoke
---json FILE``) holding every named case: each mutant (``test/support/mutants.py``: a site put
-back to 0.5.11's call, or a rule of the contract broken) is served in its case from a copy of
-that run's patched tree with the one file changed, and is caught when the server crashes, or
-serves other tokens or another accept length than the patched tree did. Prints a Markdown
-table (docs/smoke.md has it). Without ``--mutant``: the idle-input mutants on the DP-attention
-cases, with the narrow drafter and without it. About three minutes a mutant on two cores (two
-ranks). CI serves three mutants (test/test_smoke.py); this script is for the table.
+``--reference`` names runs of ``benchmark/smoke_matrix.py --save-json FILE`` (or ``smoke
+--json FILE``) holding every named case between them. Each mutant (``test/support/mutants.py``:
+a site put back to 0.5.11's call, or a rule of the contract broken) is served in its case from
+a patched copy of the release with that one file changed, and is caught when the server
+crashes, or serves other tokens or another accept length than the patched tree did in the
+saved run. Prints a Markdown table (docs/smoke.md has it). Without ``--mutant``: the
+idle-input mutants on the DP-attention cases, with the narrow drafter and without it. About
+two minutes a mutant on two cores (two ranks). CI serves three mutants (test/test_smoke.py);
+this script is for the table.
 """
 
 from __future__ import annotations
@@ -49,16 +50,19 @@ DEFAULT = (
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reference", required=True, metavar="FILE")
+    parser.add_argument("--reference", required=True, metavar="FILE", nargs="+")
     parser.add_argument("--mutant", action="append", default=[], metavar="NAME=CASE")
     parser.add_argument("--workdir")
     args = parser.parse_args()
     pairs = [tuple(p.split("=", 1)) for p in args.mutant] if args.mutant else list(DEFAULT)
-    saved = json.loads(Path(args.reference).read_text())
-    runs = {e["case"]: e["tree"] for e in saved.get("report", saved)["cases"]}
+    runs = {}
+    for file in args.reference:
+        saved = json.loads(Path(file).read_text())
+        runs.update({e["case"]: e["tree"] for e in saved.get("report", saved)["cases"]})
     missing = sorted({case for _, case in pairs} - set(runs))
     if missing:
-        print(f"error: {args.reference} has no run of {', '.join(missing)}", file=sys.stderr)
+        print(f"error: no run of {', '.join(missing)} in {' '.join(args.reference)}",
+              file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="smoke-mutants-") as scratch:
         work = Path(args.workdir).resolve() if args.workdir else Path(scratch)
