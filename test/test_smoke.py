@@ -245,7 +245,7 @@ def test_the_reference_run_keeps_dp_attention_only_as_a_flag_of_the_target():
     assert args[args.index("--attention-backend") + 1] == "torch_native"
     # MTP under DP attention: random weights differ with the TP group, so the reference is
     # served under DP attention too, with the environment DP attention needs on this CPU
-    case = smoke_cases.case_named("mtp-step3p5-dp-attention-v1")
+    case = smoke_cases.case_named("mtp-step3p5-dp-attention-v2")
     args, env = server_command(reference_case(case), target, target, speculative=False)
     assert dp_flags <= set(args) and "--speculative-algorithm" not in args, args
     assert env == dict(smoke_cases.DP_ENV)

@@ -89,6 +89,8 @@ class Case:
     reference: bool = True
     #: the run without speculation's attention backend
     plain_attention_backend: str = "torch_native"
+    #: seconds to wait for a reply to each batch (None: the runner's default)
+    request_timeout: float | None = None
 
     def server_args(self, target_dir, drafter_dir) -> list[str]:
         """``drafter_dir`` is the target's own folder when the case has no drafter (MTP)."""
@@ -330,23 +332,24 @@ CASES += (
 #: The multi-layer workers' idle inputs: the MTP target under DP attention, one request (rank
 #: dp1 idle). Random weights differ between one rank and two (the LM head is split across the
 #: TP group, each shard drawn from the same seed), so the run without speculation is served
-#: under DP attention too: DP attention is a flag of the target here.
-MTP_DP = replace(
-    MTP,
-    name="mtp-step3p5-dp-attention-v1",
-    description="multi-layer EAGLE (MTP) under --tp 2 --dp 2 --enable-dp-attention, one "
-    "request (rank dp1 idle: the multi-layer worker's idle inputs), v1 worker; the run "
-    "without speculation is under DP attention too",
-    target_flags=MTP.target_flags + DP_ATTENTION,
-    target_env=DP_ENV,
-)
+#: under DP attention too: DP attention is a flag of the target here. 0.5.11's Step-3.5 MTP
+#: model deadlocks there (docs/smoke.md), so the case shows that blocker, within 3 minutes.
 CASES += (
-    MTP_DP,
     replace(
-        MTP_DP,
+        MTP,
         name="mtp-step3p5-dp-attention-v2",
-        description=MTP_DP.description.replace("v1 worker", "v2 worker"),
+        description="multi-layer EAGLE (MTP) under --tp 2 --dp 2 --enable-dp-attention, one "
+        "request (rank dp1 idle: the multi-layer worker's idle inputs), v2 worker; the run "
+        "without speculation is under DP attention too",
         flags=CHAIN + ("--enable-multi-layer-eagle", "--speculative-draft-load-format", "dummy"),
+        target_flags=MTP.target_flags + DP_ATTENTION,
+        target_env=DP_ENV,
+        request_timeout=180.0,
+        known_failure="0.5.11's Step-3.5 MTP model deadlocks under DP attention, patched or "
+        "not: at the first draft extend the busy rank waits in the MTP embedding's all-reduce "
+        "over the TP group (step3p5_mtp.py:96) while the idle rank, with no tokens, has passed "
+        "it and waits in the MTP layer's DP gather (step3p5.py:617)",
+        known_error="timed out",
     ),
 )
 

@@ -208,7 +208,9 @@ def _send_batches(run: Run, case: Case, speculative: bool, generate) -> None:
     for batch in case.batches:
         sent = time.monotonic()
         replies = generate(
-            [list(p) for p in batch.prompts], list(batch.max_new_tokens), REQUEST_TIMEOUT
+            [list(p) for p in batch.prompts],
+            list(batch.max_new_tokens),
+            case.request_timeout or REQUEST_TIMEOUT,
         )
         run.outputs[batch.name] = [r["output_ids"] for r in replies]
         run.accept_lengths[batch.name] = _accept_length(replies)
