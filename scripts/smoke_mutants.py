@@ -35,7 +35,7 @@ from sglang_eagle_sizing.smoke.runner import Models, release_root, serve_case  #
 NARROW_V1 = "eagle3-dp-attention-narrow-drafter-v1"
 NARROW_V2 = "eagle3-dp-attention-narrow-drafter-v2"
 #: (mutant, case): every idle-input site and width rule a DP-attention case reaches, in the
-#: case whose drafter is narrower than the target, and the first two in the 64-wide one too
+#: case whose drafter is narrower than the target, and two of them with the 64-wide drafter
 DEFAULT = (
     ("site EAGLEWorker._draft_preprocess_idle", NARROW_V1),
     ("site EAGLEWorker.forward_draft_extend_after_decode", NARROW_V1),
@@ -43,8 +43,8 @@ DEFAULT = (
     ("rule decode width: the target's", NARROW_V1),
     ("rule extend width: 0.5.11's v1 rule", NARROW_V1),
     ("site EAGLEWorkerV2.forward_batch_generation", NARROW_V2),
-    ("site EAGLEWorker._draft_preprocess_idle", "eagle3-dp-attention-v1"),
-    ("site EAGLEWorker.forward_draft_extend_after_decode", "eagle3-dp-attention-v1"),
+    ("rule extend width: 0.5.11's v1 rule", "eagle3-dp-attention-v1"),
+    ("site EAGLEWorkerV2.forward_batch_generation", "eagle3-dp-attention-v2"),
 )
 
 
