@@ -7,7 +7,9 @@ subset (``smoke.cases.CI_CASES``):
   must refuse. It serves the tree without speculation, the tree with it, and the unpatched
   0.5.11 release (accept lengths must agree);
 - EAGLE-3 under DP attention (``--tp 2 --dp 2 --enable-dp-attention``, one request: rank dp1
-  is idle), v1 and v2 workers, on a Qwen3 target: tokens must equal the Qwen3 target's run
+  is idle), v1 and v2 workers, a 32-wide drafter on a 64-wide Qwen3 target (so that an idle
+  input of the target's width reaches the drafter's ``fc`` instead of passing for the
+  drafter's own): tokens must equal the Qwen3 target's run
   without speculation and DP attention (and transformers'), and the idle-input sizing sites
   must have run in the server (v1: ``EAGLEWorker._draft_preprocess_idle`` and
   ``forward_draft_extend_after_decode``; v2: ``EAGLEWorkerV2.forward_batch_generation``).
@@ -15,7 +17,7 @@ subset (``smoke.cases.CI_CASES``):
   ``kv_indptr``), which docs/smoke.md's matrix records; serving it here would add two DP
   server start-ups to CI and prove nothing the matrix does not.
 
-Then three run-time mutants of the patched tree, served the same way, must be caught:
+Then four run-time mutants of the patched tree, served the same way, must be caught:
 
 - ``rule layer-id parser: ids ignored``: the target captures its default layers instead of
   the ones the drafter declares. On the 4-layer target the defaults are ``[2, 2, 1]``, two
@@ -28,6 +30,11 @@ Then three run-time mutants of the patched tree, served the same way, must be ca
 - ``idle: no attention indices``: ``EagleDraftInput.create_idle_input`` without the empty
   ``kv_indptr``/``kv_indices`` (0.5.11's idle input), served under DP attention on the v1
   worker: the idle rank's padded batch crashes in the Triton backend, as 0.5.11 does.
+- ``site EAGLEWorkerV2.forward_batch_generation``: the v2 worker's idle input put back to
+  0.5.11's width, the target's 64 (``self.target_worker.model_config.spec_hidden_size``):
+  the idle rank's draft step hands 64 features to the 32-wide drafter, whose ``fc`` takes
+  192, and the server crashes. With the 64-wide drafter this mutant serves unnoticed
+  (docs/smoke.md: ``scripts/smoke_mutants.py``).
 
 Slow (several server start-ups; interpreted Triton attention): the full matrix runs from
 ``benchmark/smoke_matrix.py`` and is recorded in docs/smoke.md. The float16/bfloat16 cases
@@ -55,19 +62,20 @@ from sglang_eagle_sizing.smoke.runner import (
 from sglang_eagle_sizing.wheel import cache_folder
 
 sys.path.insert(0, str(SUPPORT))
-from mutants import mutant_root, path_mutants, rule_mutants  # noqa: E402
+from mutants import mutant_root, path_mutants, rule_mutants, site_mutants  # noqa: E402
 
 #: served with the unpatched release next to them (accept lengths must agree)
 CASES = ("eagle3-v1", "eagle3-refused")
-#: DP attention, an idle rank: served from the patched tree only (0.5.11 crashes)
-DP_CASES = ("eagle3-dp-attention-v1", "eagle3-dp-attention-v2")
+#: DP attention, an idle rank: served from the patched tree only (0.5.11 crashes); the
+#: drafter is narrower than the target, so that an idle input of the wrong width reaches fc
+DP_CASES = ("eagle3-dp-attention-narrow-drafter-v1", "eagle3-dp-attention-narrow-drafter-v2")
 #: the idle-input sizing sites each DP case must run in the server (``file Class.method``)
 IDLE_SITES = {
-    "eagle3-dp-attention-v1": (
+    "eagle3-dp-attention-narrow-drafter-v1": (
         "speculative/eagle_worker.py EAGLEWorker._draft_preprocess_idle",
         "speculative/eagle_worker.py EAGLEWorker.forward_draft_extend_after_decode",
     ),
-    "eagle3-dp-attention-v2": (
+    "eagle3-dp-attention-narrow-drafter-v2": (
         "speculative/eagle_worker_v2.py EAGLEWorkerV2.forward_batch_generation",
     ),
 }
@@ -193,14 +201,21 @@ def test_idle_rank_runs_the_idle_input_sizing_sites(dp_run, name):
 MUTANTS = (
     ("rule layer-id parser: ids ignored", "eagle3-v1"),
     ("rule refusal off: _read_num_aux_hidden_states (num_aux_hidden_states)", "eagle3-refused"),
-    ("idle: no attention indices", "eagle3-dp-attention-v1"),
+    ("idle: no attention indices", "eagle3-dp-attention-narrow-drafter-v1"),
+    # the v2 idle input put back to 0.5.11's width: the target's 64, for a 32-wide drafter
+    ("site EAGLEWorkerV2.forward_batch_generation", "eagle3-dp-attention-narrow-drafter-v2"),
 )
 
 
 @pytest.mark.parametrize("name,case_name", MUTANTS, ids=[m[0] for m in MUTANTS])
-def test_run_time_mutant_is_caught(name, case_name, smoke_work, patched_root, tmp_path, request):
+def test_run_time_mutant_is_caught(
+    name, case_name, smoke_work, patched_root, pristine, tmp_path, request
+):
     srt = patched_root / "sglang" / "srt"
-    mutant = next(m for m in rule_mutants(srt) + path_mutants(srt) if m.name == name)
+    mutants = rule_mutants(srt) + path_mutants(srt)
+    if name.startswith("site "):
+        mutants = site_mutants(pristine / "srt", srt)
+    mutant = next(m for m in mutants if m.name == name)
     root = mutant_root(patched_root, mutant, tmp_path / "mutant")
     case = smoke_cases.case_named(case_name)
     if case_name in DP_CASES:  # compared with the patched tree's own run

@@ -355,7 +355,12 @@ CASES += (
 
 #: the subset CI runs (one server per case and tree: keep it small); the DP-attention cases
 #: run from the patched tree only (test/test_smoke.py)
-CI_CASES = ("eagle3-v1", "eagle3-refused", "eagle3-dp-attention-v1", "eagle3-dp-attention-v2")
+CI_CASES = (
+    "eagle3-v1",
+    "eagle3-refused",
+    "eagle3-dp-attention-narrow-drafter-v1",
+    "eagle3-dp-attention-narrow-drafter-v2",
+)
 
 
 def case_named(name: str) -> Case:
