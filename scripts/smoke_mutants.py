@@ -10,7 +10,7 @@ a patched copy of the release with that one file changed, and is caught when the
 crashes, or serves other tokens or another accept length than the patched tree did in the
 saved run. Prints a Markdown table (docs/smoke.md has it). Without ``--mutant``: the
 idle-input mutants on the DP-attention cases, with the narrow drafter and without it. About
-two minutes a mutant on two cores (two ranks). CI serves three mutants (test/test_smoke.py);
+a minute a mutant on two idle cores (two ranks). CI serves four mutants (test/test_smoke.py);
 this script is for the table.
 """
 

@@ -47,6 +47,10 @@ Stand-ins for DP attention only (``SGLANG_EAGLE_SIZING_SMOKE_DP=1``; ``--tp 2 --
   off NPU/XPU it calls the custom op ``sglang::reg_all_gather_into_tensor``, registered for
   CUDA only; 0.5.11's MAX_LEN padding gathers through it. CPU tensors take the
   ``torch.distributed`` path NPU and XPU take (``_all_gather_into_tensor``).
+- ``distributed/parallel_state.py:753-757`` (``GroupCoordinator.reduce_scatter_tensor``): the
+  same with ``sglang::reg_reduce_scatter_tensor``, off NPU; the Step-3.5 target's decode
+  under DP attention scatters through it. CPU tensors take the NPU path
+  (``_reduce_scatter_tensor``).
 
 No stand-in touches the padding mode (``dp_attention.py``): the idle ranks' crash under
 0.5.11's own choice is issue 18's bug, which the DP cases show.
@@ -286,6 +290,16 @@ def _patch_parallel_state(module) -> None:
         return method(self, output, input)
 
     module.GroupCoordinator.all_gather_into_tensor = all_gather_into_tensor
+
+    scatter = module.GroupCoordinator.reduce_scatter_tensor
+
+    @functools.wraps(scatter)
+    def reduce_scatter_tensor(self, output, input):
+        if output.device.type == "cpu":
+            return self._reduce_scatter_tensor(output, input)
+        return scatter(self, output, input)
+
+    module.GroupCoordinator.reduce_scatter_tensor = reduce_scatter_tensor
 
 
 def _patch_schedule_batch(module) -> None:
