@@ -267,6 +267,26 @@ def test_the_reference_run_keeps_dp_attention_only_as_a_flag_of_the_target():
     assert reference_case(case).name != reference_case(smoke_cases.MTP).name
 
 
+def test_a_crash_is_named_by_the_exception_the_log_ends_with():
+    from sglang_eagle_sizing.smoke.runner import Run, _crashed
+
+    tail = "\n".join((
+        "[DP0 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x64 and 192x32)",
+        "[DP0 TP0] TP size (2)is larger than numa node number (1) ... to avoid the "
+        "out-of-memory error.",
+    ))
+    run = Run(case="c", tree="tree")
+    _crashed(run, RuntimeError("/generate failed (no reply)"), tail)
+    assert run.error == (
+        "/generate failed (no reply): RuntimeError: mat1 and mat2 shapes cannot be "
+        "multiplied (1x64 and 192x32)"
+    )
+    run = Run(case="c", tree="tree")
+    _crashed(run, RuntimeError("/generate failed (no reply): timed out"), tail.splitlines()[2])
+    assert run.error == "/generate failed (no reply): timed out"
+
+
 def test_list_names_every_case():
     from conftest import run_cli
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -221,10 +222,15 @@ def _send_batches(run: Run, case: Case, speculative: bool, generate) -> None:
     run.status = "served"
 
 
+EXCEPTION_LINE = re.compile(r"\b\w*(?:Error|Exception)\b(?::|\s*$)")
+
+
 def _crashed(run: Run, exc: Exception, log_tail: str) -> None:
     run.status, run.error = "crashed", str(exc)
     run.log_tail = log_tail
-    error_lines = [l for l in log_tail.splitlines() if "Error" in l or "error" in l]
+    # the exception the server's log ends with ("RuntimeError: ...", a bare "AssertionError"),
+    # not a warning that mentions an error in passing
+    error_lines = [l for l in log_tail.splitlines() if EXCEPTION_LINE.search(l)]
     if error_lines:
         run.error += f": {error_lines[-1].strip()}"
 
