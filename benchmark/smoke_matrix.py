@@ -163,7 +163,11 @@ def main() -> int:
         # several runs (e.g. the matrix in two parts) make one table, each run named
         runs = [json.loads(Path(f).read_text()) for f in args.from_json]
         report = {"cases": [entry for run in runs for entry in run["report"]["cases"]]}
-        when = "; ".join(f"{run['when']} ({len(run['report']['cases'])} cases)" for run in runs)
+        when = "; ".join(
+            f"{run['when']} ({len(run['report']['cases'])} "
+            f"{'case' if len(run['report']['cases']) == 1 else 'cases'})"
+            for run in runs
+        )
         return _publish(args, report, when, runs[0]["where"])
     cases = [case_named(n) for n in args.case] if args.case else list(CASES)
     where = machine()

@@ -312,8 +312,9 @@ def unreachable_reason(site: site_list.Site) -> str:
         return "the MTP v2 draft worker's hidden-state pool: only the mtp-step3p5-v2 case builds it"
     if "multi_layer" in site.file and site.kind is site_list.Kind.IDLE_INPUT:
         return (
-            "idle input of the multi-layer EAGLE (MTP) worker: only an idle rank of the MTP "
-            "target under DP attention builds one (the mtp-step3p5-dp-attention cases)"
+            "idle input of the multi-layer EAGLE (MTP) worker: only an idle rank under DP "
+            "attention builds one, and 0.5.11's Step-3.5 MTP model deadlocks there before "
+            "(mtp-step3p5-dp-attention-v2, a known failure)"
         )
     if site.kind is site_list.Kind.DETACHED_IDLE_INPUT:
         return (
