@@ -227,7 +227,7 @@ DP_ENV = (
     ("SGLANG_EAGLE_SIZING_SMOKE_DP", "1"),
 )
 CASES += (
-    Case(
+    DP_ONE_REQUEST := Case(
         "eagle3-dp-attention-v1",
         "EAGLE-3, Qwen3 target, --tp 2 --dp 2 --enable-dp-attention, one request (rank dp1 "
         "idle), v1 worker; 0.5.11 crashes: its idle inputs carry no kv_indptr for the Triton "
@@ -263,13 +263,13 @@ CASES += (
 #: cases above an idle input of the target's width (0.5.11's) passes unnoticed; a 32-wide
 #: drafter makes every width count: ``fc`` takes 3 x 64 and the draft steps 32.
 NARROW_DRAFTER = DrafterSpec(kind="eagle3", aux_layer_ids=(0, 1, 2), hidden_size=32)
-DP_NARROW = Case(
-    "eagle3-dp-attention-narrow-drafter-v1",
-    "EAGLE-3, a 32-wide drafter on the 64-wide Qwen3 target, --tp 2 --dp 2 "
+DP_NARROW = replace(
+    DP_ONE_REQUEST,
+    name="eagle3-dp-attention-narrow-drafter-v1",
+    description="EAGLE-3, a 32-wide drafter on the 64-wide Qwen3 target, --tp 2 --dp 2 "
     "--enable-dp-attention, one request (rank dp1 idle), v1 worker: the idle inputs' widths "
     "reach the drafter's fc",
-    "EAGLE3", NARROW_DRAFTER, CHAIN + V1 + DP_ATTENTION, batches=(ONE,), target=QWEN3,
-    env=DP_ENV,
+    drafter=NARROW_DRAFTER,
 )
 CASES += (
     DP_NARROW,

@@ -280,26 +280,23 @@ def _patch_verify_idle_input(module) -> None:
     module.EagleVerifyInput.create_idle_input = classmethod(create_idle_input)
 
 
-def _patch_parallel_state(module) -> None:
-    method = module.GroupCoordinator.all_gather_into_tensor
+def _cpu_tensors_via(method, fallback: str):
+    """``method``, except that CPU tensors take ``self.<fallback>``, the ``torch.distributed``
+    path SGLang keeps for NPU (and XPU)."""
 
     @functools.wraps(method)
-    def all_gather_into_tensor(self, output, input):
+    def wrapper(self, output, input):
         if output.device.type == "cpu":
-            return self._all_gather_into_tensor(output, input)
+            return getattr(self, fallback)(output, input)
         return method(self, output, input)
 
-    module.GroupCoordinator.all_gather_into_tensor = all_gather_into_tensor
+    return wrapper
 
-    scatter = module.GroupCoordinator.reduce_scatter_tensor
 
-    @functools.wraps(scatter)
-    def reduce_scatter_tensor(self, output, input):
-        if output.device.type == "cpu":
-            return self._reduce_scatter_tensor(output, input)
-        return scatter(self, output, input)
-
-    module.GroupCoordinator.reduce_scatter_tensor = reduce_scatter_tensor
+def _patch_parallel_state(module) -> None:
+    coordinator = module.GroupCoordinator
+    for name in ("all_gather_into_tensor", "reduce_scatter_tensor"):
+        setattr(coordinator, name, _cpu_tensors_via(getattr(coordinator, name), "_" + name))
 
 
 def _patch_schedule_batch(module) -> None:
