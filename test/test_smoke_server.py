@@ -5,6 +5,7 @@ parent with a child) replaces ``launch_server``; no SGLang."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -89,6 +90,8 @@ def test_interrupt_stops_the_servers_and_unwinds(tmp_path, signum):
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        # as from a terminal, whatever this test runs under (a background job ignores SIGINT)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     words = result.stdout.split()
     assert "UNWOUND" in words, result.stdout + result.stderr
