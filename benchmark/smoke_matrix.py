@@ -11,7 +11,7 @@ failure's error, and the sites that ran. ``--write`` puts the table into the doc
 its markers. Takes long: one server start (about a minute on 2 cores) per case and tree.
 
 ``--save-json`` keeps the run (with its date and machine); ``--from-json`` writes the tables
-from such a file without serving anything. ``--upstream-json`` takes the JSON report of
+from such files without serving anything. ``--upstream-json`` takes JSON reports of
 ``sglang-eagle-sizing smoke --json FILE --no-baseline --allow-untested-version`` run on
 SGLang 0.5.12's own tree (upstream's version of the refactor) and adds its table, each case
 next to the patched tree's and 0.5.11's accept length from the main run.
@@ -157,7 +157,7 @@ def main() -> int:
     parser.add_argument("--workdir")
     parser.add_argument("--save-json", metavar="FILE")
     parser.add_argument("--from-json", metavar="FILE", nargs="+")
-    parser.add_argument("--upstream-json", metavar="FILE")
+    parser.add_argument("--upstream-json", metavar="FILE", nargs="+")
     args = parser.parse_args()
     if args.from_json:
         # several runs (e.g. the matrix in two parts) make one table, each run named
@@ -205,7 +205,13 @@ def _publish(args: argparse.Namespace, report: dict, when: str, where: str) -> i
     if args.write and not _write(Path(args.write), text):
         return 2
     if args.upstream_json:
-        upstream = json.loads(Path(args.upstream_json).read_text())
+        # several runs of 0.5.12 (e.g. cases added later) make one table, each run dated
+        runs = [json.loads(Path(f).read_text()) for f in args.upstream_json]
+        upstream = {
+            "when": "; ".join(f"{run['when']} ({len(run['cases'])} "
+                              f"{'case' if len(run['cases']) == 1 else 'cases'})" for run in runs),
+            "cases": [entry for run in runs for entry in run["cases"]],
+        }
         text = upstream_table(report, upstream)
         print(text)
         if args.write and not _write(Path(args.write), text, UPSTREAM_START, UPSTREAM_END):
