@@ -78,7 +78,7 @@ def _tokens(entry: dict, refused: str) -> str:
     status = entry["tree"]["status"]
     if status == "refused":
         return refused
-    if status == "served":
+    if status == "served" and entry["tree"].get("outputs"):
         return "no" if any("tokens differ" in p for p in entry["problems"]) else "yes"
     return "-"
 
