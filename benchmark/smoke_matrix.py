@@ -150,6 +150,12 @@ def upstream_table(report: dict, upstream: dict) -> str:
     return "\n".join([*lines, "", UPSTREAM_END]) + "\n"
 
 
+def _dated(runs) -> str:
+    """``(when, cases)`` of several runs as one line: each date with its number of cases."""
+    return "; ".join(f"{when} ({len(cases)} case{'' if len(cases) == 1 else 's'})"
+                     for when, cases in runs)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", action="append", default=[])
@@ -163,11 +169,7 @@ def main() -> int:
         # several runs (e.g. the matrix in two parts) make one table, each run named
         runs = [json.loads(Path(f).read_text()) for f in args.from_json]
         report = {"cases": [entry for run in runs for entry in run["report"]["cases"]]}
-        when = "; ".join(
-            f"{run['when']} ({len(run['report']['cases'])} "
-            f"{'case' if len(run['report']['cases']) == 1 else 'cases'})"
-            for run in runs
-        )
+        when = _dated((run["when"], run["report"]["cases"]) for run in runs)
         return _publish(args, report, when, runs[0]["where"])
     cases = [case_named(n) for n in args.case] if args.case else list(CASES)
     where = machine()
@@ -208,8 +210,7 @@ def _publish(args: argparse.Namespace, report: dict, when: str, where: str) -> i
         # several runs of 0.5.12 (e.g. cases added later) make one table, each run dated
         runs = [json.loads(Path(f).read_text()) for f in args.upstream_json]
         upstream = {
-            "when": "; ".join(f"{run['when']} ({len(run['cases'])} "
-                              f"{'case' if len(run['cases']) == 1 else 'cases'})" for run in runs),
+            "when": _dated((run["when"], run["cases"]) for run in runs),
             "cases": [entry for run in runs for entry in run["cases"]],
         }
         text = upstream_table(report, upstream)

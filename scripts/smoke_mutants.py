@@ -26,11 +26,16 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "python"))
 sys.path.insert(0, str(REPO / "test" / "support"))
 
-from mutants import mutant_root, path_mutants, rule_mutants, site_mutants  # noqa: E402
+from mutants import MutantError, mutant_named, mutant_root  # noqa: E402
 from sglang_eagle_sizing.cli import main as cli_main  # noqa: E402
 from sglang_eagle_sizing.smoke import cache_dir  # noqa: E402
 from sglang_eagle_sizing.smoke.cases import case_named  # noqa: E402
-from sglang_eagle_sizing.smoke.runner import Models, release_root, serve_case  # noqa: E402
+from sglang_eagle_sizing.smoke.runner import (  # noqa: E402
+    Models,
+    differences,
+    release_root,
+    serve_case,
+)
 
 NARROW_V1 = "eagle3-dp-attention-narrow-drafter-v1"
 NARROW_V2 = "eagle3-dp-attention-narrow-drafter-v2"
@@ -76,26 +81,18 @@ def main() -> int:
                 return 1
         srt = patched / "sglang" / "srt"
         pristine = release_root(cache_dir()) / "sglang" / "srt"
-        known = {m.name: m for m in rule_mutants(srt) + path_mutants(srt)}
-        known.update({m.name: m for m in site_mutants(pristine, srt)})
         rows = []
         for index, (name, case_name) in enumerate(pairs):
-            if name not in known:
-                print(f"error: no mutant {name!r}", file=sys.stderr)
+            try:
+                mutant = mutant_named(name, pristine, srt)
+            except MutantError as exc:
+                print(f"error: {exc}", file=sys.stderr)
                 return 2
-            mutant, case, reference = known[name], case_named(case_name), runs[case_name]
+            case, reference = case_named(case_name), runs[case_name]
             root = mutant_root(patched, mutant, work / "mutants" / str(index))
             run = serve_case(root, "mutant", case, Models(work / "models"), work / "runs",
                              cache_dir())
-            caught = []
-            if run.status != "served":
-                caught.append(f"{run.status}: {run.error}")
-            else:
-                for batch in case.batches:
-                    if run.outputs.get(batch.name) != reference["outputs"].get(batch.name):
-                        caught.append(f"{batch.name}: other tokens")
-                    if run.accept_lengths.get(batch.name) != reference["accept_lengths"].get(batch.name):
-                        caught.append(f"{batch.name}: another accept length")
+            caught = differences(run, reference, case.batches)
             verdict = "; ".join(caught) if caught else "**survived**"
             rows.append((name, mutant.description, case_name, verdict.replace("|", "\\|")[:240]))
             print(f"{name} in {case_name}: {verdict}", file=sys.stderr, flush=True)

@@ -54,6 +54,7 @@ from conftest import SUPPORT
 from sglang_eagle_sizing.smoke import cases as smoke_cases
 from sglang_eagle_sizing.smoke.runner import (
     Models,
+    differences,
     reference_case,
     serve_case,
     server_command,
@@ -62,7 +63,7 @@ from sglang_eagle_sizing.smoke.runner import (
 from sglang_eagle_sizing.wheel import cache_folder
 
 sys.path.insert(0, str(SUPPORT))
-from mutants import mutant_root, path_mutants, rule_mutants, site_mutants  # noqa: E402
+from mutants import mutant_named, mutant_root  # noqa: E402
 
 #: served with the unpatched release next to them (accept lengths must agree)
 CASES = ("eagle3-v1", "eagle3-refused")
@@ -211,11 +212,7 @@ MUTANTS = (
 def test_run_time_mutant_is_caught(
     name, case_name, smoke_work, patched_root, pristine, tmp_path, request
 ):
-    srt = patched_root / "sglang" / "srt"
-    mutants = rule_mutants(srt) + path_mutants(srt)
-    if name.startswith("site "):
-        mutants = site_mutants(pristine / "srt", srt)
-    mutant = next(m for m in mutants if m.name == name)
+    mutant = mutant_named(name, pristine / "srt", patched_root / "sglang" / "srt")
     root = mutant_root(patched_root, mutant, tmp_path / "mutant")
     case = smoke_cases.case_named(case_name)
     if case_name in DP_CASES:  # compared with the patched tree's own run
@@ -230,16 +227,8 @@ def test_run_time_mutant_is_caught(
     if case.expect == "refuse":
         assert run.status == "served", (run.status, run.error, run.log_tail)
         return
-    batch = case.batches[0].name
     assert reference["status"] == "served"
-    caught = []
-    if run.status != "served":
-        caught.append(f"{run.status}: {run.error}")
-    else:
-        if run.outputs[batch] != reference["outputs"][batch]:
-            caught.append("other tokens")
-        if run.accept_lengths[batch] != reference["accept_lengths"][batch]:
-            caught.append("another accept length")
+    caught = differences(run, reference, case.batches[:1])
     assert caught, f"{name} survived: {run.accept_lengths}"
     print(f"{name}: caught by {'; '.join(caught)}")
 
@@ -285,6 +274,22 @@ def test_a_crash_is_named_by_the_exception_the_log_ends_with():
     run = Run(case="c", tree="tree")
     _crashed(run, RuntimeError("/generate failed (no reply): timed out"), tail.splitlines()[2])
     assert run.error == "/generate failed (no reply): timed out"
+
+
+def test_a_run_differs_from_a_saved_one_by_crash_tokens_or_accept_length():
+    from sglang_eagle_sizing.smoke.runner import Run
+
+    batches = (smoke_cases.LONG,)
+    saved = {"outputs": {"long": [[1, 2]]}, "accept_lengths": {"long": 1.5}}
+    run = Run(case="c", tree="mutant", status="served")
+    run.outputs, run.accept_lengths = {"long": [[1, 2]]}, {"long": 1.5}
+    assert differences(run, saved, batches) == []
+    run.accept_lengths = {"long": 1.25}
+    assert differences(run, saved, batches) == ["long: another accept length"]
+    run.outputs = {"long": [[1, 3]]}
+    assert differences(run, saved, batches) == ["long: other tokens", "long: another accept length"]
+    run.status, run.error = "crashed", "RuntimeError: x"
+    assert differences(run, saved, batches) == ["crashed: RuntimeError: x"]
 
 
 def test_list_names_every_case():

@@ -887,3 +887,15 @@ def table_rows(document: str) -> list[str]:
     if start < 0 or end < 0:
         raise MutantError("docs/fork-tests.md has no mutation table markers")
     return [line for line in document[start:end].splitlines() if line.startswith("| `")]
+
+
+def mutant_named(name: str, pristine_srt: Path, patched_srt: Path) -> Mutant:
+    """The mutant called ``name``, of any family (site mutants need the pristine tree)."""
+    if name.startswith("site "):
+        mutants = site_mutants(pristine_srt, patched_srt)
+    else:
+        mutants = rule_mutants(patched_srt) + path_mutants(patched_srt)
+    for mutant in mutants:
+        if mutant.name == name:
+            return mutant
+    raise MutantError(f"no mutant {name!r}")

@@ -222,6 +222,20 @@ def _send_batches(run: Run, case: Case, speculative: bool, generate) -> None:
     run.status = "served"
 
 
+def differences(run: Run, reference: dict, batches) -> list[str]:
+    """How ``run`` differs from a saved served run (a ``Run``'s dict) on ``batches``: its
+    crash, other tokens or another accept length; empty if it does not."""
+    if run.status != "served":
+        return [f"{run.status}: {run.error}"]
+    found = []
+    for batch in batches:
+        if run.outputs.get(batch.name) != reference["outputs"].get(batch.name):
+            found.append(f"{batch.name}: other tokens")
+        if run.accept_lengths.get(batch.name) != reference["accept_lengths"].get(batch.name):
+            found.append(f"{batch.name}: another accept length")
+    return found
+
+
 EXCEPTION_LINE = re.compile(r"\b\w*(?:Error|Exception)\b(?::|\s*$)")
 
 
