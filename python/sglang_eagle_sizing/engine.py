@@ -34,6 +34,7 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from . import __version__
+from .concerns import all_enabled, any_enabled
 
 
 class RewriteError(Exception):
@@ -170,6 +171,9 @@ class Rule(cst.CSTTransformer):
     #: run on the chained output even when it found nothing to do in the original
     #: (it acts on what the other rules wrote)
     follows_others: ClassVar[bool] = False
+    #: the concerns (``concerns.ORDER``) the rule writes; it runs when one of them is enabled
+    #: (every rule runs outside ``concerns.only``); empty: it serves every concern
+    concerns: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, file: str):
         super().__init__()
@@ -181,6 +185,8 @@ class Rule(cst.CSTTransformer):
     @classmethod
     def applies_to(cls, file: str, text: str = "") -> bool:
         if cls.files is not None and file not in cls.files:
+            return False
+        if cls.concerns and not any_enabled(cls.concerns):
             return False
         return not cls.needles or any(needle in text for needle in cls.needles)
 
@@ -526,6 +532,8 @@ def check_source(
     cache: FindingsCache | None = None,
 ) -> list[Finding]:
     """What each rule finds in the original file, without rewriting it."""
+    if not all_enabled():
+        cache = None  # the cache holds what every rule finds
     if cache is not None:
         cached = cache.get(file, text)
         if cached is not None:

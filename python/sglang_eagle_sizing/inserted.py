@@ -14,7 +14,7 @@ this package. It is kept black-formatted; a test checks that.
 - ``EXTEND_CLASS``: ``EagleDraftExtendInput`` with its own ``hidden_size_for`` / ``dtype_for``.
 """
 
-HELPERS = '''
+ROUTING_HELPERS = '''
 def get_draft_runner(worker):
     """Return the draft model runner of an EAGLE worker.
 
@@ -32,15 +32,11 @@ def get_draft_runner(worker):
 
 def _spec_hidden_size(model_config) -> int:
     return getattr(model_config, "spec_hidden_size", model_config.hidden_size)
+'''
 
-
+PARSER_HELPERS = '''
 def _hf_config_path(hf_config) -> str:
     return getattr(hf_config, "name_or_path", "") or "<unknown>"
-
-
-def _config_path(model_config) -> str:
-    path = getattr(model_config, "model_path", None)
-    return path or _hf_config_path(model_config.hf_config)
 
 
 def _invalid_draft_config(
@@ -102,11 +98,8 @@ def _read_use_aux_hidden_state(
 def _read_aux_layer_ids(
     draft_hf_config, draft_path: str, target_path: Optional[str]
 ) -> Tuple[Optional[str], Optional[List[int]]]:
-    """(the key that declares them, the layer ids); (None, None) when not declared.
-
-    Drafters declare the ids in ``eagle_config`` or at the top level of their config;
-    when they declare both, both must name the same layers.
-    """
+    """(the key that declares them, the layer ids), from ``eagle_config`` or the top
+    level of the config (both must agree); (None, None) when not declared."""
     eagle_config = _read_eagle_config(draft_hf_config, draft_path, target_path)
     declared = []
     for key, layer_ids in (
@@ -174,23 +167,16 @@ def _read_num_aux_hidden_states(
 def parse_eagle_use_aux_hidden_state(
     speculative_algorithm: SpeculativeAlgorithm, draft_hf_config
 ) -> bool:
-    """Whether the draft model consumes the target's auxiliary hidden states.
-
-    Only EAGLE-3 does, unless the drafter's ``eagle_config.use_aux_hidden_state`` is
-    false. This is the one parser of the flag: every EAGLE worker reads it here, so
-    the hidden-state sizes of all workers agree.
-    """
+    """Whether the draft model consumes the target's auxiliary hidden states: EAGLE-3
+    does, unless its ``eagle_config.use_aux_hidden_state`` is false."""
     return _read_use_aux_hidden_state(
         speculative_algorithm, draft_hf_config, _hf_config_path(draft_hf_config), None
     )
 
 
 def get_eagle_aux_hidden_state_layer_ids(draft_hf_config) -> Optional[List[int]]:
-    """The target layers whose hidden states EAGLE-3 captures, named by the drafter.
-
-    Read from ``eagle_config.eagle_aux_hidden_state_layer_ids``, else from a top-level
-    ``eagle_aux_hidden_state_layer_ids``; None: the target's default layers.
-    """
+    """The target layers the drafter names for EAGLE-3 to capture; None: the target's
+    default layers."""
     _, layer_ids = _read_aux_layer_ids(
         draft_hf_config, _hf_config_path(draft_hf_config), None
     )
@@ -198,22 +184,16 @@ def get_eagle_aux_hidden_state_layer_ids(draft_hf_config) -> Optional[List[int]]
 
 
 def get_eagle_num_aux_hidden_states(draft_hf_config) -> int:
-    """Number of target layers whose hidden states EAGLE-3 concatenates.
-
-    The number of layer ids the drafter declares, else the three layers the target
-    captures by default; a declared ``num_aux_hidden_states`` must agree.
-    """
+    """Number of target layers whose hidden states EAGLE-3 concatenates: the layer ids
+    the drafter declares, else 3; a declared ``num_aux_hidden_states`` must agree."""
     return _read_num_aux_hidden_states(
         draft_hf_config, _hf_config_path(draft_hf_config), None
     )
 
 
 def get_eagle_draft_model_config(server_args):
-    """The draft model's ``ModelConfig``, read from its config alone (no weights).
-
-    It is the config the draft ``TpModelWorker`` builds, read earlier so that the
-    worker can check the drafter before its weights load.
-    """
+    """The ``ModelConfig`` the draft ``TpModelWorker`` builds, read from the config
+    alone, before the draft weights load."""
     from sglang.srt.configs.model_config import ModelConfig
 
     return ModelConfig.from_server_args(
@@ -222,6 +202,12 @@ def get_eagle_draft_model_config(server_args):
         model_revision=server_args.speculative_draft_model_revision,
         is_draft_model=True,
     )
+'''
+
+VALIDATION_HELPERS = '''
+def _config_path(model_config) -> str:
+    path = getattr(model_config, "model_path", None)
+    return path or _hf_config_path(model_config.hf_config)
 
 
 def validate_eagle_draft_config(
@@ -298,8 +284,9 @@ def validate_eagle_draft_config(
         f"target produces 3 x {target_hidden_size} = {produced}",
         *paths,
     )
+'''
 
-
+DTYPE_HELPERS = '''
 def get_eagle_draft_dtype(
     server_args_dtype: str, draft_model_config, target_model_config
 ) -> str:
@@ -325,6 +312,15 @@ def get_eagle_draft_dtype(
     )
     return target_dtype
 '''
+
+#: What each concern inserts at the top of ``eagle_info.py``, in the order it stands there.
+HELPERS_BY_CONCERN = {
+    "parser": PARSER_HELPERS,
+    "validation": VALIDATION_HELPERS,
+    "dtype": DTYPE_HELPERS,
+    "routing": ROUTING_HELPERS,
+}
+HELPERS = "".join(HELPERS_BY_CONCERN.values())
 
 DECODE_CLASSMETHODS = '''
 class EagleDraftInput:

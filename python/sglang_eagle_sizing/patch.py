@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import fork_test_slices
+from .concerns import E2E_TEST, all_enabled, enabled
 from .engine import (
     FileResult,
     Finding,
@@ -32,14 +34,26 @@ INSERTED_TESTS = Path(__file__).resolve().parent / "inserted_tests"
 
 
 def inserted_test_files() -> dict[str, bytes]:
-    """The test files the patch adds to a checkout: ``{path from the checkout root: bytes}``."""
+    """The test files the patch adds to a checkout: ``{path from the checkout root: bytes}``;
+    under ``concerns.only``, what the concerns enabled add of them (``fork_test_slices``)."""
     if not INSERTED_TESTS.is_dir():
         return {}
-    return {
+    files = {
         path.relative_to(INSERTED_TESTS).as_posix(): path.read_bytes()
         for path in sorted(INSERTED_TESTS.rglob("*.py"))
         if "__pycache__" not in path.parts and path.is_file()
     }
+    if all_enabled():
+        return files
+    staged = {}
+    for key, data in files.items():
+        if key == fork_test_slices.CPU_TEST:
+            data = fork_test_slices.slice_cpu_test(data.decode("utf-8")).encode("utf-8")
+        elif not enabled(E2E_TEST):
+            data = b""
+        if data:
+            staged[key] = data
+    return staged
 
 
 @dataclass
@@ -114,7 +128,7 @@ def collect_tests(report: TreeReport) -> None:
     if not report.tree.takes_tests:
         return
     for key, data in inserted_test_files().items():
-        if report.tree.path(key).exists():
+        if report.tree.holds(key):
             report.tests_present.append(key)
         else:
             report.tests_to_add[key] = data

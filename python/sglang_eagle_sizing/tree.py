@@ -371,6 +371,10 @@ class SglangTree:
     def read(self, file: str) -> str:
         return self._text(self.srt / file)
 
+    def holds(self, key: str) -> bool:
+        """Whether the tree has the file ``key`` (a path from ``root``)."""
+        return self.path(key).exists()
+
     @staticmethod
     def _text(path: Path) -> str:
         # Bytes, not read_text: no newline translation, so a revert is byte-exact.

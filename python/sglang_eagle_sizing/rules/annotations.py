@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..concerns import ANNOTATION
 from ..engine import Finding, Rule
 from ..syntax import code_of, dotted
 from .aux_flag import _contains
@@ -55,6 +56,7 @@ def _has_future_annotations(module: cst.Module) -> bool:
 
 
 class TypeCheckingAnnotationRule(Rule):
+    concerns = (ANNOTATION,)
     needles = ("TYPE_CHECKING",)
 
     def visit_Module(self, node: cst.Module) -> bool:

@@ -21,6 +21,7 @@ import textwrap
 
 import libcst as cst
 
+from ..concerns import DTYPE, PARSER, VALIDATION, enabled
 from ..engine import Finding, Rule
 from ..sites import AUX_FLAG_WORKERS, SERVER_ARGS, TARGET_MODEL_CONFIG
 from ..syntax import (
@@ -34,27 +35,37 @@ from ..syntax import (
 
 FLAG = "self.eagle_use_aux_hidden_state"
 NUM_AUX = "self.eagle_num_aux_hidden_states"
-PARSER = "parse_eagle_use_aux_hidden_state"
+PARSER_CALL = "parse_eagle_use_aux_hidden_state"
 COUNTER = "get_eagle_num_aux_hidden_states"
 VALIDATOR = "validate_eagle_draft_config"
 READER = "get_eagle_draft_model_config"
 DTYPE_CHOOSER = "get_eagle_draft_dtype"
 DRAFT_MODEL_CONFIG = "draft_model_config"
 
-START_UP_COMMENT = (
-    "Read and check the drafter's config before its weights load; the classmethods",
-    "that size the hidden states read the two attributes parsed here, and the draft",
-    "model is built in the dtype chosen here (the target's, at --dtype auto).",
-)
-START_UP = (
-    f"{DRAFT_MODEL_CONFIG} = {READER}({SERVER_ARGS})\n"
-    f"{VALIDATOR}(self.speculative_algorithm, {DRAFT_MODEL_CONFIG}, {TARGET_MODEL_CONFIG})\n"
-    f"{FLAG} = {PARSER}(self.speculative_algorithm, {DRAFT_MODEL_CONFIG}.hf_config)\n"
-    f"{NUM_AUX} = {COUNTER}({DRAFT_MODEL_CONFIG}.hf_config)\n"
-    f"{SERVER_ARGS}.dtype = {DTYPE_CHOOSER}(\n"
-    f"    {SERVER_ARGS}.dtype, {DRAFT_MODEL_CONFIG}, {TARGET_MODEL_CONFIG}\n"
-    ")\n"
-)
+START_UP_COMMENT = ("The drafter's config, read before its weights load.",)
+
+
+def start_up_block() -> str:
+    """The start-up block of the concerns the rules write now."""
+    lines = [f"{DRAFT_MODEL_CONFIG} = {READER}({SERVER_ARGS})\n"]
+    if enabled(VALIDATION):
+        lines.append(
+            f"{VALIDATOR}(self.speculative_algorithm, {DRAFT_MODEL_CONFIG}, "
+            f"{TARGET_MODEL_CONFIG})\n"
+        )
+    if enabled(PARSER):
+        lines.append(
+            f"{FLAG} = {PARSER_CALL}(self.speculative_algorithm, "
+            f"{DRAFT_MODEL_CONFIG}.hf_config)\n"
+        )
+        lines.append(f"{NUM_AUX} = {COUNTER}({DRAFT_MODEL_CONFIG}.hf_config)\n")
+    if enabled(DTYPE):
+        lines.append(
+            f"{SERVER_ARGS}.dtype = {DTYPE_CHOOSER}(\n"
+            f"    {SERVER_ARGS}.dtype, {DRAFT_MODEL_CONFIG}, {TARGET_MODEL_CONFIG}\n"
+            ")\n"
+        )
+    return "".join(lines)
 
 
 def assigned(stmt: cst.CSTNode) -> str | None:
@@ -129,6 +140,7 @@ def _bare(stmt: cst.BaseStatement) -> str:
 
 
 class AuxFlagRule(Rule):
+    concerns = (PARSER, VALIDATION, DTYPE)
     files = frozenset(file for file, _ in AUX_FLAG_WORKERS)
 
     def leave_FunctionDef(self, original_node, updated_node):
@@ -147,7 +159,7 @@ class AuxFlagRule(Rule):
             raise self.fail(
                 original_node, f"{scope}: no statement calls {builder}(...)"
             )
-        start_up = statements(START_UP, self.column_of(original_body[anchor]))
+        start_up = statements(start_up_block(), self.column_of(original_body[anchor]))
         wanted = [_bare(s) for s in start_up]
         size = len(start_up)
         if anchor >= size and [_bare(s) for s in body[anchor - size : anchor]] == wanted:

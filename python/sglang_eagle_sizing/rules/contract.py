@@ -6,11 +6,21 @@ from __future__ import annotations
 import libcst as cst
 
 from .. import inserted
+from ..concerns import DTYPE, PARSER, ROUTING, VALIDATION, enabled
 from ..engine import Finding, Rule
 from ..sites import CONTRACT_FILE, DecodePhase, ExtendPhase
 from ..syntax import statements
 
 HELPER_NAMES = tuple(node.name.value for node in statements(inserted.HELPERS))
+
+
+def enabled_helpers() -> str:
+    """The helpers of the concerns the rules write now, in the order they stand."""
+    return "".join(
+        source
+        for concern, source in inserted.HELPERS_BY_CONCERN.items()
+        if enabled(concern)
+    )
 CLASSMETHOD_NAMES = ("hidden_size_for", "dtype_for")
 
 
@@ -23,11 +33,12 @@ def _blank(node: cst.CSTNode, count: int) -> cst.CSTNode:
 
 
 class ContractRule(Rule):
+    concerns = (PARSER, VALIDATION, DTYPE, ROUTING)
     files = frozenset({CONTRACT_FILE})
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef):
         updated_node = super().leave_ClassDef(original_node, updated_node)
-        if original_node.name.value != DecodePhase or self._scope:
+        if not enabled(ROUTING) or original_node.name.value != DecodePhase or self._scope:
             return updated_node
         methods = _defined(updated_node.body.body, cst.FunctionDef)
         present = [name for name in CLASSMETHOD_NAMES if name in methods]
@@ -61,7 +72,9 @@ class ContractRule(Rule):
         anchor_line = original_classes[DecodePhase]
 
         # The extend-phase class, right after EagleDraftInput.
-        if ExtendPhase in classes:
+        if not enabled(ROUTING):
+            pass
+        elif ExtendPhase in classes:
             self.report(original_classes[ExtendPhase], "extend-contract", Finding.ROUTED, ExtendPhase)
         else:
             self.report(anchor_line, "extend-contract", Finding.UNROUTED, ExtendPhase)
@@ -71,10 +84,12 @@ class ContractRule(Rule):
 
         # The helpers, before the first class of the module.
         original_functions = _defined(original_node.body, cst.FunctionDef)
-        present = [name for name in HELPER_NAMES if name in functions]
+        source = enabled_helpers()
+        names = tuple(node.name.value for node in statements(source))
+        present = [name for name in names if name in functions]
         first_class = next(node for node in original_node.body if isinstance(node, cst.ClassDef))
-        if len(present) == len(HELPER_NAMES):
-            self.report(original_functions[HELPER_NAMES[0]], "helpers", Finding.ROUTED, "<module>")
+        if len(present) == len(names):
+            self.report(original_functions[names[0]], "helpers", Finding.ROUTED, "<module>")
         elif present:
             raise self.fail(
                 original_functions[present[0]],
@@ -83,7 +98,7 @@ class ContractRule(Rule):
             )
         else:
             self.report(first_class, "helpers", Finding.UNROUTED, "<module>")
-            helpers = [_blank(node, 2) for node in statements(inserted.HELPERS)]
+            helpers = [_blank(node, 2) for node in statements(source)]
             index = next(i for i, node in enumerate(body) if isinstance(node, cst.ClassDef))
             # The decorators/blank lines of the class stay with the class.
             body[index:index] = helpers

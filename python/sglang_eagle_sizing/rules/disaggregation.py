@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..concerns import ROUTING
 from ..engine import Finding, Rule
 from ..sites import Kind, SITES, site_for
 from ..syntax import (
@@ -39,6 +40,7 @@ def _conditional(arg: cst.Arg | None) -> cst.IfExp | None:
 
 
 class MetadataBufferRule(Rule):
+    concerns = (ROUTING,)
     files = FILES
 
     def __init__(self, file: str):

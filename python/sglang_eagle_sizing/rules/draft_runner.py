@@ -4,6 +4,7 @@ so ``get_draft_runner`` resolves it like every other v2 draft worker."""
 from __future__ import annotations
 
 
+from ..concerns import ROUTING
 from ..engine import Finding, Rule
 from ..sites import DRAFT_RUNNER_WORKERS
 from ..syntax import statement, with_comment
@@ -11,6 +12,7 @@ from .aux_flag import assigned
 
 
 class DraftRunnerRule(Rule):
+    concerns = (ROUTING,)
     files = frozenset(file for file, _ in DRAFT_RUNNER_WORKERS)
 
     def leave_FunctionDef(self, original_node, updated_node):

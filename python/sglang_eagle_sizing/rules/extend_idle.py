@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..concerns import ROUTING
 from ..engine import Finding, Rule
 from ..sites import Kind, Phase, SITES, site_for
 from ..syntax import (
@@ -54,6 +55,7 @@ def _idle_test(node: cst.CSTNode) -> str | None:
 
 
 class ExtendIdleRule(Rule):
+    concerns = (ROUTING,)
     files = FILES
 
     def leave_FunctionDef(self, original_node, updated_node):

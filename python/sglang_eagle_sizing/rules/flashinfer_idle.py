@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..concerns import ATTENTION_BACKENDS
 from ..engine import Finding, Rule
 from ..sites import FLASHINFER_DECODE
 from ..syntax import code_of, dotted, same_expression, statement, with_comment
@@ -41,6 +42,7 @@ def _override_assignment(node: cst.CSTNode) -> cst.Call | None:
 
 
 class FlashInferIdleRule(Rule):
+    concerns = (ATTENTION_BACKENDS,)
     files = frozenset({FLASHINFER_DECODE[0]})
     needles = (OVERRIDE,)
 

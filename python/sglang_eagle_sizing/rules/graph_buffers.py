@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..concerns import ROUTING
 from ..engine import Finding, Rule
 from ..sites import Kind, site_for
 from ..syntax import (
@@ -53,6 +54,7 @@ def buffer_call(node: cst.CSTNode) -> bool:
 
 
 class BufferRule(Rule):
+    concerns = (ROUTING,)
     needles = ("hidden_size",)
 
     def __init__(self, file: str):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import libcst as cst
 
 from .. import inserted
+from ..concerns import IDLE_INPUTS
 from ..engine import Finding, Rule
 from ..sites import CONTRACT_FILE, SPEC, V2_EXTEND_INPUT_FILE, DecodePhase
 from ..syntax import code_of, dotted, keyword_arg, statement, statements
@@ -96,6 +97,7 @@ def _indent_docstring(function: cst.FunctionDef, column: int) -> cst.FunctionDef
 
 
 class IdleAttentionRule(Rule):
+    concerns = (IDLE_INPUTS,)
     files = frozenset({CONTRACT_FILE, V2_EXTEND[0]} | {file for file, _ in VERIFY_IDLE_CALLERS})
     needles = ("create_idle_input", "prepare_for_extend_to_fill_draft_kvcache")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..concerns import ROUTING
 from ..engine import Finding, Rule
 from ..sites import ExtendPhase, Kind, Phase, site_for
 from ..syntax import (
@@ -79,6 +80,7 @@ def route_args(call: cst.Call, input_class: str, worker: str) -> cst.Call:
 
 
 class IdleInputRule(Rule):
+    concerns = (ROUTING,)
     needles = ("create_idle_input",)
 
     def __init__(self, file: str):

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import libcst as cst
 
+from .. import concerns
 from ..engine import Finding, Rule
 from ..sites import TARGET_CAPTURE
 from ..syntax import code_of, dotted, statements
-from .aux_flag import FLAG, PARSER, _contains, _eagle_config_source, assigned
+from .aux_flag import FLAG, PARSER_CALL, _contains, _eagle_config_source, assigned
 
 LAYER_IDS = "self.eagle_aux_hidden_state_layer_ids"
 
@@ -32,11 +33,12 @@ def _is_parser_assignment(node: cst.CSTNode) -> bool:
         isinstance(node, cst.Assign)
         and any(dotted(t.target) == FLAG for t in node.targets)
         and isinstance(node.value, cst.Call)
-        and dotted(node.value.func) == PARSER
+        and dotted(node.value.func) == PARSER_CALL
     )
 
 
 class TargetCaptureRule(Rule):
+    concerns = (concerns.TARGET_CAPTURE,)
     files = frozenset({TARGET_CAPTURE[0]})
     needles = ("eagle_config",)
 
@@ -66,11 +68,11 @@ class TargetCaptureRule(Rule):
             new = statements(
                 "from sglang.srt.speculative.eagle_info import (\n"
                 "    get_eagle_aux_hidden_state_layer_ids,\n"
-                f"    {PARSER},\n"
+                f"    {PARSER_CALL},\n"
                 ")\n\n"
                 "# The drafter's eagle_config, read by the parser every EAGLE worker uses:\n"
                 "# what the target captures and the draft side sizes for cannot drift apart.\n"
-                f"{FLAG} = {PARSER}(self.spec_algorithm, {hf_config})\n"
+                f"{FLAG} = {PARSER_CALL}(self.spec_algorithm, {hf_config})\n"
                 f"{LAYER_IDS} = get_eagle_aux_hidden_state_layer_ids({hf_config})\n",
                 column,
             )

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..concerns import ATTENTION_BACKENDS
 from ..engine import Finding, Rule
 from ..sites import TRITON_DECODE
 from ..syntax import code_of, dotted, same_expression, statements, with_comment
@@ -70,6 +71,7 @@ def _sliced(arg: cst.Arg, name: str) -> cst.Arg:
 
 
 class TritonPaddedDecodeRule(Rule):
+    concerns = (ATTENTION_BACKENDS,)
     files = frozenset({TRITON_DECODE[0]})
     needles = ("TritonAttnBackend",)
 

@@ -536,6 +536,16 @@ class WorkerTestCase(CustomTestCase):
         self.assertEqual(hidden_states_of(spec_info), (width, dtype))
 
 
+class TestSpeculativeModulesImport(CustomTestCase):
+    def test_multi_layer_eagle_worker_imports(self):
+        """Its ``-> ModelRunner`` annotation names a class imported for type checking
+        only; evaluated at import, it raised ``NameError``."""
+        self.assertEqual(
+            MultiLayerEagleWorker.mtp_model_runner.__annotations__["return"],
+            "ModelRunner",
+        )
+
+
 class TestWorkerStartUp(WorkerTestCase):
     """Each EAGLE worker reads and checks its drafter in its own ``__init__``, before the
     draft model loads, and keeps what the sizing classmethods read."""

@@ -1,0 +1,83 @@
+"""The concerns the patch is made of, in the order a series of patches lands them.
+
+Every rule, and every piece of what a rule inserts, belongs to one concern. ``apply`` writes
+them all. ``pr --series`` writes one patch per concern: patch k is the difference between the
+tree the rules write with the first k-1 concerns and the tree they write with the first k
+(``only``), so the last patch leaves exactly the tree ``apply`` writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterable, Iterator
+
+ANNOTATION = "annotation"
+PARSER = "parser"
+TARGET_CAPTURE = "target-capture"
+VALIDATION = "validation"
+DTYPE = "dtype"
+ROUTING = "routing"
+IDLE_INPUTS = "idle-inputs"
+ATTENTION_BACKENDS = "attention-backends"
+E2E_TEST = "e2e-test"
+
+#: In the order they land: each may use what the ones before it provide, never what a later
+#: one does (the fork tests of each are run on the tree as it stands after it).
+ORDER: tuple[str, ...] = (
+    ANNOTATION,
+    PARSER,
+    TARGET_CAPTURE,
+    VALIDATION,
+    DTYPE,
+    ROUTING,
+    IDLE_INPUTS,
+    ATTENTION_BACKENDS,
+    E2E_TEST,
+)
+
+_ENABLED: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar(
+    "concerns", default=None
+)
+
+
+class ConcernError(ValueError):
+    """A concern name that is not in ``ORDER``."""
+
+
+def _known(names: Iterable[str]) -> frozenset[str]:
+    names = frozenset(names)
+    unknown = sorted(names - set(ORDER))
+    if unknown:
+        raise ConcernError(f"unknown concern {unknown[0]!r}; known: {', '.join(ORDER)}")
+    return names
+
+
+@contextlib.contextmanager
+def only(names: Iterable[str]) -> Iterator[None]:
+    """Within the block, the rules write only these concerns."""
+    token = _ENABLED.set(_known(names))
+    try:
+        yield
+    finally:
+        _ENABLED.reset(token)
+
+
+def enabled(name: str) -> bool:
+    """Whether the rules write ``name`` now (every concern, outside ``only``)."""
+    current = _ENABLED.get()
+    return current is None or name in _known((name,)) and name in current
+
+
+def any_enabled(names: Iterable[str]) -> bool:
+    return any(enabled(name) for name in names)
+
+
+def all_enabled() -> bool:
+    current = _ENABLED.get()
+    return current is None or current >= set(ORDER)
+
+
+def prefix(count: int) -> tuple[str, ...]:
+    """The first ``count`` concerns of the series."""
+    return ORDER[:count]

@@ -1,0 +1,525 @@
+"""The change as a series of patches, one concern each, as SGLang's reviewers take it.
+
+Patch k is the difference between the tree the rules write with the first k-1 concerns of
+``concerns.ORDER`` and the tree they write with the first k, both from the release, so the
+series applied in order (``git am``) leaves exactly the tree ``apply`` writes, test files
+included. Each patch carries its own slice of the fork's CPU test (``fork_test_slices``).
+
+The descriptions (``PATCHES``) are written for a reviewer of SGLang who sees nothing else:
+they name SGLang's files, configs, tests and commands only.
+"""
+
+from __future__ import annotations
+
+import datetime
+import email.utils
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import concerns
+from .engine import Finding, unified_diff
+from .patch import TreeReport, check_tree, rewrite_tree
+from .tree import SglangTree, TreeError, _git
+
+CPU_TEST_COMMAND = "python3 test/registered/unit/speculative/test_eagle_hidden_sizing.py"
+
+
+@dataclass(frozen=True)
+class Patch:
+    concern: str
+    subject: str
+    #: Markdown: motivation, what changes, behaviour changes, how it was tested
+    body: str
+
+
+PATCHES: tuple[Patch, ...] = (
+    Patch(
+        concerns.ANNOTATION,
+        "[Spec] Quote the ModelRunner return annotation in multi_layer_eagle_worker",
+        f"""\
+## Motivation
+
+`multi_layer_eagle_worker.py` imports `ModelRunner` only under `TYPE_CHECKING`, but
+`MultiLayerEagleWorker.mtp_model_runner` is annotated `-> ModelRunner` unquoted, and the
+module has no `from __future__ import annotations`. The annotation is evaluated when the
+class is defined, so the module does not import, and the v1 multi-layer worker
+(`--enable-multi-layer-eagle --disable-overlap-schedule`) cannot start:
+
+```
+$ python3 -c "import sglang.srt.speculative.multi_layer_eagle_worker"
+NameError: name 'ModelRunner' is not defined
+```
+
+## Modifications
+
+Quote the annotation. No behavior change.
+
+## Tests
+
+`test/registered/unit/speculative/test_eagle_hidden_sizing.py` (new, CPU suite
+`stage-a-test-cpu`): `TestSpeculativeModulesImport` imports the module. The file stubs
+`sgl_kernel` with `maybe_stub_sgl_kernel()` when it cannot load, so it runs on a CPU runner:
+`{CPU_TEST_COMMAND}`.
+""",
+    ),
+    Patch(
+        concerns.PARSER,
+        "[Spec] Parse the drafter's eagle_config once, for every EAGLE worker",
+        f"""\
+## Motivation
+
+Each worker parses `eagle_use_aux_hidden_state` inline, after the draft model has loaded:
+`EAGLEWorker` and `EagleDraftWorker` with
+`getattr(hf_config, "eagle_config", {{}}).get("use_aux_hidden_state", True)`, the multi-layer
+workers not at all. A drafter whose config has `"eagle_config": null` loads its weights and
+then fails with `AttributeError: 'NoneType' object has no attribute 'get'`; a non-boolean
+flag is taken as truthy. Nothing reads how many target layers the drafter declares
+(`eagle_aux_hidden_state_layer_ids`): every site that sizes the target's concatenated hidden
+states assumes three.
+
+## Modifications
+
+- `eagle_info.py`: `parse_eagle_use_aux_hidden_state(algorithm, draft_hf_config)`,
+  `get_eagle_aux_hidden_state_layer_ids(draft_hf_config)` (from `eagle_config`, else from
+  the top level of the config; both must agree) and
+  `get_eagle_num_aux_hidden_states(draft_hf_config)` (their number, else 3; a declared
+  `num_aux_hidden_states` must agree). A malformed value is refused with one `ValueError`
+  naming the key, the value and the config.
+- `get_eagle_draft_model_config(server_args)`: the draft `ModelConfig` built the way the
+  draft `TpModelWorker` builds it (config only, no weights).
+- `EAGLEWorker`, `EagleDraftWorker`, `MultiLayerEagleWorker`, `MultiLayerEagleDraftWorker`:
+  read the draft config before the draft model is built, and set
+  `eagle_use_aux_hidden_state` and `eagle_num_aux_hidden_states` from it; the inline
+  parsing goes.
+
+## Behavior changes
+
+The flag takes the same value for every drafter 0.5.11 accepts. A malformed `eagle_config`
+or layer-id list is refused at start-up, before the weights load. The multi-layer workers
+now have both attributes.
+
+## Tests
+
+`TestEagleConfigParser` (every accepted and refused form) and `TestWorkerStartUp` (the four
+workers parse the drafter in their own `__init__`, started on the CPU with the draft model
+runners replaced): `{CPU_TEST_COMMAND}`.
+""",
+    ),
+    Patch(
+        concerns.TARGET_CAPTURE,
+        "[Spec] Capture the target layers the EAGLE-3 drafter declares, wherever it declares them",
+        f"""\
+## Motivation
+
+`ModelRunner.__init__` decides which target layers EAGLE-3 captures with a third parse of
+the drafter's config, in a `try`/`except` that swallows every error: ids declared at the top
+level of the drafter's config (`eagle_aux_hidden_state_layer_ids`, as some EAGLE-3 exports
+do) are ignored and the target captures its default layers `[2, L // 2, L - 3]`. The width
+is the same, so nothing fails: the drafter is fed other layers than it was trained on, and
+acceptance drops silently. For example, a Qwen3-30B-A3B drafter declaring `[1, 23, 44]` at
+the top level gets layers `[2, 24, 45]`.
+
+## Modifications
+
+`ModelRunner.__init__` reads the flag and the layer ids with
+`parse_eagle_use_aux_hidden_state` and `get_eagle_aux_hidden_state_layer_ids` (imported
+where they are used, as the DFLASH branch does: `eagle_info` imports `model_runner`).
+
+## Behavior changes
+
+Top-level layer ids are captured. Drafters that declare them in `eagle_config`, or not at
+all, capture what they captured before. A malformed declaration is refused instead of
+ignored.
+
+## Tests
+
+`TestTargetCapture` runs the real `ModelRunner.__init__` up to the capture and reads the
+layers the model is told to capture: `{CPU_TEST_COMMAND}`.
+""",
+    ),
+    Patch(
+        concerns.VALIDATION,
+        "[Spec] Check the EAGLE-3 drafter against its target before the draft weights load",
+        f"""\
+## Motivation
+
+A drafter that does not fit its target loads all its weights and fails at the first
+request, in the middle of serving, with a shape error in the drafter's `fc`
+(`mat1 and mat2 shapes cannot be multiplied`): a `target_hidden_size` of another target, a
+`num_aux_hidden_states` other than the number of layers the target captures, an `fc` whose
+width is not what the target produces. A drafter that declares no layer ids on a target of
+6 layers or fewer crashes in the target's forward: the default capture
+`[2, L // 2, L - 3]` names fewer than 3 distinct layers.
+
+## Modifications
+
+`validate_eagle_draft_config(algorithm, draft_model_config, target_model_config)`, called
+by each of the four EAGLE workers on the draft config it read at start-up, before the draft
+model is built. EAGLE-3 only; other algorithms are not checked.
+
+## Behavior changes
+
+The drafters above are refused at start-up with a `ValueError` naming the key, its value,
+what was expected and both config paths, instead of failing at the first request. Every
+drafter that served before still serves.
+
+## Tests
+
+`TestStartupValidation` (every refusal, by key and value) and
+`TestWorkerStartUp.test_every_eagle_worker_refuses_before_the_draft_model_loads` (the
+refusal comes before the draft model loader is called): `{CPU_TEST_COMMAND}`.
+""",
+    ),
+    Patch(
+        concerns.DTYPE,
+        "[Spec] Build the EAGLE draft model in the target's dtype at --dtype auto",
+        f"""\
+## Motivation
+
+At `--dtype auto` each model takes the dtype of its own config. SpecForge's Llama-3.1-8B
+EAGLE-3 drafter says `float16`, Llama-3.1-8B-Instruct says `bfloat16`: the drafter is built
+in float16, shares the target's bfloat16 embedding, and the target's bfloat16 hidden states
+reach its float16 `fc` at the first request:
+`RuntimeError: expected mat1 and mat2 to have the same dtype, but got: c10::Half != c10::BFloat16`.
+
+## Modifications
+
+`get_eagle_draft_dtype(server_args_dtype, draft_model_config, target_model_config)`: the
+target's resolved dtype when the drafter's config gives another, else `server_args.dtype`
+unchanged. Each EAGLE worker sets `server_args.dtype` to it before the draft
+`TpModelWorker` is built, and logs one line when it differs.
+
+`server_args.dtype` is what the draft `TpModelWorker` reads
+(`ModelConfig.from_server_args` takes no dtype of its own), and the workers already rewrite
+`server_args` the same way before the draft model is built (context length, hot-token
+vocabulary). After start-up it names the dtype both models run in.
+
+## Behavior changes
+
+At `--dtype auto`, a drafter whose config gives another dtype than the target's is built
+in the target's dtype (its checkpoint is cast when it loads). An explicit `--dtype` is kept.
+STANDALONE draft models, which read no hidden state of the target, keep their own.
+
+## Tests
+
+`TestOneDtypeAtDtypeAuto`: a float16 drafter on a bfloat16 target is built in bfloat16 by
+the v1, v2 and multi-layer v2 workers; an explicit `--dtype float16` is kept; a STANDALONE
+drafter keeps its own: `{CPU_TEST_COMMAND}`.
+""",
+    ),
+    Patch(
+        concerns.ROUTING,
+        "[Spec] Size EAGLE hidden states through EagleDraftInput / EagleDraftExtendInput classmethods",
+        f"""\
+## Motivation
+
+The width and dtype of `EagleDraftInput.hidden_states` are decided inline at fourteen
+places: idle inputs, CUDA-graph buffers and the PD metadata buffers. They disagree:
+
+- the v2 workers' idle inputs take the target's width where the draft model consumes its
+  own: an EAGLE-3 drafter narrower than its target fails on an idle DP-attention rank;
+- the multi-layer worker widens to `hidden_size * 3` even without aux hidden states;
+- the PD prefill server sizes the hidden-state buffer for `is_eagle()` only, the decode
+  server for STANDALONE too, so a STANDALONE prefill server sends a 16-wide buffer;
+- the extend CUDA-graph runner and the v1 idle input read different configs.
+
+## Modifications
+
+- `EagleDraftInput.hidden_size_for(worker)` / `dtype_for(worker)`: the decode phase, the
+  draft model's own hidden states (the draft runner's `spec_hidden_size` and dtype).
+- `EagleDraftExtendInput(EagleDraftInput)` with its own `hidden_size_for` / `dtype_for`:
+  the extend phase, the target's hidden states fed to the draft-extend forward
+  (`eagle_num_aux_hidden_states * target hidden_size` for EAGLE-3 with aux hidden states,
+  the draft's width for STANDALONE, else the target's `spec_hidden_size`).
+- `get_draft_runner(worker)` resolves the draft runner of a v1 worker, a v2 draft worker, a
+  v2 worker or a CUDA-graph runner's `eagle_worker`; `MultiLayerEagleDraftWorker` exposes
+  `draft_runner` (its first step's runner).
+- Every idle input, CUDA-graph buffer and PD metadata buffer is sized through them; the
+  idle inputs `EagleVerifyInput.verify` builds without a worker are rebuilt by the v1
+  workers' `forward_draft_extend_after_decode`.
+
+## Behavior changes
+
+The four disagreements above: each site now takes the width of the phase it feeds. For
+every drafter whose width equals its target's and which uses aux hidden states (or is
+EAGLE/MTP), the sizes are unchanged.
+
+## Tests
+
+`TestHiddenSizeContract` (both phases on the real workers for EAGLE-3, a narrow drafter,
+four aux layers, aux off, EAGLE, STANDALONE), `TestIdleInputs` (the idle inputs the real
+v1 and v2 workers build), `TestPDMetadataBuffers` (both servers' buffers through the real
+`Scheduler.init_disaggregation`), `TestSizingSitesUseTheContract` and
+`TestOneDtypeAtDtypeAuto.test_every_site_gets_the_targets_dtype`: `{CPU_TEST_COMMAND}`.
+CUDA graphs are not captured on a CPU: the graph runners' buffers are covered by the GPU
+test of the last patch.
+""",
+    ),
+    Patch(
+        concerns.IDLE_INPUTS,
+        "[Spec] Give idle EAGLE inputs empty attention indices on the worker's device",
+        f"""\
+## Motivation
+
+Under DP attention an idle rank's batch is padded to the size the ranks agreed on, and the
+padded batch initialises the attention metadata. The Triton and FlashInfer backends read
+`spec_info.kv_indptr` and `kv_indices`; an idle `EagleDraftInput` leaves them `None` and
+`EagleVerifyInput` has no such fields, so the idle rank fails with
+`AttributeError: 'NoneType' object has no attribute 'shape'`.
+`EagleVerifyInput.create_idle_input` also hard-codes `device="cuda"`.
+
+## Modifications
+
+- `EagleDraftInput.create_idle_input` and `EagleVerifyInput.create_idle_input` return
+  inputs with `kv_indptr` (one zero: no rows) and `kv_indices` (empty) on the given device;
+  `EagleVerifyInput` gets the two fields, and its `create_idle_input` a `device` parameter,
+  which the four workers pass.
+- The v2 draft-extend input, built inline, gets the same pointers when the batch is idle.
+
+## Behavior changes
+
+An idle rank under DP attention with the Triton or FlashInfer backend serves instead of
+failing. Nothing changes for a batch with requests.
+
+## Tests
+
+`TestIdleInputsCarryAttentionIndices`: every idle input the workers build carries one
+int32 zero and no indices on the worker's device: `{CPU_TEST_COMMAND}`.
+""",
+    ),
+    Patch(
+        concerns.ATTENTION_BACKENDS,
+        "[Attention] Decode a batch padded under DP attention in FlashInfer and Triton",
+        f"""\
+## Motivation
+
+Under DP attention a batch can have more rows than its `kv_indptr` describes:
+
+- FlashInfer's decode planner fills `global_override_indptr_cpu[1 : bs + 1]` with the
+  cumulative sum of all the padded batch's sequence lengths, which fails when an idle
+  input describes no rows;
+- with several requests on one rank and fewer on another, the ranks pad to the longest
+  batch after the EAGLE draft steps built their metadata, and Triton's decode stops at
+  `assert q.shape[0] <= kv_indptr.shape[0] - 1`.
+
+## Modifications
+
+FlashInfer sums the sequence lengths of the rows `kv_indptr` has. Triton's
+`forward_decode` attends those rows and writes zeros to the padded ones, which no request
+reads.
+
+## Behavior changes
+
+The padded batches above decode. Batches whose metadata covers every row are unchanged.
+
+## Tests
+
+Run on a CPU with the Triton kernels interpreted: `{CPU_TEST_COMMAND}`.
+""",
+    ),
+    Patch(
+        concerns.E2E_TEST,
+        "[Spec] Add an EAGLE-3 end-to-end test under DP attention at --dtype auto",
+        """\
+## Motivation
+
+The sizes of the previous patches meet in one server: an EAGLE-3 drafter whose config
+gives float16 on a bfloat16 target, DP attention with an idle rank, CUDA graphs on.
+
+## Modifications
+
+`test/registered/spec/eagle/test_eagle_hidden_sizing_e2e.py`, registered in the CUDA suite
+`stage-b-test-2-gpu-large`: serves `DEFAULT_TARGET_MODEL_EAGLE3` with
+`DEFAULT_DRAFT_MODEL_EAGLE3` under `--tp-size 2 --dp-size 2 --enable-dp-attention`, with the
+v1 and the v2 worker; greedy answers with one request in flight, 16 concurrent requests that
+finish at their first verify, and the average acceptance length.
+
+## Tests
+
+Needs two GPUs: `python3 test/registered/spec/eagle/test_eagle_hidden_sizing_e2e.py`. It has
+not been run on a GPU yet; its server arguments were checked with `ServerArgs`.
+""",
+    ),
+)
+
+assert tuple(p.concern for p in PATCHES) == concerns.ORDER
+
+
+# -- the trees ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReleaseTree(SglangTree):
+    """A checkout read at its release tag: what the series is written against when the
+    working tree is already (partly) patched."""
+
+    tag: str = ""
+
+    def _at_tag(self, key: str) -> str:
+        return f"{self.tag}:{self.git_prefix + '/' if self.git_prefix else ''}{key}"
+
+    def read(self, file: str) -> str:
+        text = _git(self.root, "show", self._at_tag(self.key(file)))
+        if text is None:
+            raise TreeError(f"{self._at_tag(self.key(file))}: not in the release tag")
+        return text
+
+    def holds(self, key: str) -> bool:
+        return _git(self.root, "cat-file", "-e", self._at_tag(key)) is not None
+
+
+def release_of(tree: SglangTree) -> SglangTree:
+    """The tree to write the change against: ``tree`` itself when nothing of the patch is in
+    it, else the same checkout at its release tag."""
+    report = check_tree(tree)
+    touched = report.tests_present or any(
+        f.status == Finding.ROUTED for f in report.findings
+    )
+    if not touched:
+        return tree
+    tag = None
+    if tree.checkout is not None:
+        found = _git(tree.checkout, "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*")
+        tag = found.strip() if found else None
+    if not tag:
+        raise TreeError(
+            f"{tree.package}: already patched, and no v* git tag names the release to "
+            "write the change against"
+        )
+    return ReleaseTree(
+        tree.package, tree.checkout, tree.git_dir, tree.git_prefix, tree.version, tag
+    )
+
+
+def _texts(report: TreeReport) -> dict[str, str]:
+    texts = {report.tree.key(r.file): r.new_text for r in report.results}
+    texts.update({k: v.decode("utf-8") for k, v in report.tests_to_add.items()})
+    return texts
+
+
+@dataclass
+class Step:
+    patch: Patch
+    #: ``{path from the checkout root: (text before, text after)}``; ``None``: no file
+    files: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+
+    def diff(self) -> str:
+        out = []
+        for key, (old, new) in sorted(self.files.items()):
+            header = f"diff --git a/{key} b/{key}\n"
+            if old is None:
+                header += "new file mode 100644\n"
+                body = unified_diff("", new or "", "/dev/null", "b/" + key)
+            else:
+                body = unified_diff(old, new or "", "a/" + key, "b/" + key)
+            out.append(header + body)
+        return "".join(out)
+
+    def counts(self) -> dict[str, tuple[int, int]]:
+        """``{path: (lines added, lines removed)}``."""
+        found = {}
+        for key, (old, new) in self.files.items():
+            lines = unified_diff(old or "", new or "", "a", "b").splitlines()[2:]
+            added = sum(1 for line in lines if line.startswith("+"))
+            removed = sum(1 for line in lines if line.startswith("-"))
+            found[key] = (added, removed)
+        return found
+
+    def source_lines(self) -> int:
+        return sum(a + r for k, (a, r) in self.counts().items() if not k.startswith("test/"))
+
+    def test_lines(self) -> int:
+        return sum(a + r for k, (a, r) in self.counts().items() if k.startswith("test/"))
+
+
+def steps(tree: SglangTree) -> list[Step]:
+    """The series for ``tree`` (a release, or a checkout patched from one): one step per
+    concern, each the difference between the tree with the concerns before it and with it."""
+    release = release_of(tree)
+    whole = rewrite_tree(release)
+    if whole.unknown or whole.missing:
+        raise TreeError(f"{tree.srt}: sizing sites the rules cannot handle; run check")
+    before: dict[str, str] = {}
+    out = []
+    for count, patch in enumerate(PATCHES, start=1):
+        if count == len(PATCHES):
+            report = whole
+        else:
+            with concerns.only(concerns.prefix(count)):
+                report = rewrite_tree(release)
+        after = _texts(report)
+        step = Step(patch)
+        originals = {release.key(r.file): r.old_text for r in report.results}
+        for key, text in after.items():
+            old = before[key] if key in before else originals.get(key)
+            if old != text:
+                step.files[key] = (old, text)
+        for key in before.keys() - after.keys():  # a test file no later concern keeps
+            step.files[key] = (before[key], None)
+        before.update(after)
+        out.append(step)
+    return out
+
+
+# -- format-patch ------------------------------------------------------------------------
+
+
+def diffstat(step: Step) -> str:
+    counts = step.counts()
+    if not counts:
+        return ""
+    width = max(len(k) for k in counts)
+    lines = [
+        f" {k.ljust(width)} | {a + r:4d} {'+' * min(a, 40)}{'-' * min(r, 40)}"
+        for k, (a, r) in sorted(counts.items())
+    ]
+    added = sum(a for a, _ in counts.values())
+    removed = sum(r for _, r in counts.values())
+    lines.append(
+        f" {len(counts)} files changed, {added} insertions(+), {removed} deletions(-)"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def format_patch(step: Step, number: int, total: int, author: str, date: str) -> str:
+    """One ``git format-patch`` file: ``git am --keep-non-patch`` keeps the ``[Spec]`` of
+    the subject (plain ``git am`` strips every leading bracket)."""
+    return (
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        f"From: {author}\n"
+        f"Date: {date}\n"
+        f"Subject: [PATCH {number}/{total}] {step.patch.subject}\n"
+        "\n"
+        f"{step.patch.body.rstrip()}\n"
+        "---\n"
+        f"{diffstat(step)}\n"
+        f"{step.diff()}"
+        "-- \n"
+        "2.43.0\n\n"
+    )
+
+
+def file_name(number: int, subject: str) -> str:
+    words = "".join(c if c.isalnum() else "-" for c in subject)
+    slug = "-".join(part for part in words.split("-") if part)[:52].rstrip("-")
+    return f"{number:04d}-{slug}.patch"
+
+
+def author_of(tree: SglangTree) -> str | None:
+    if tree.checkout is None:
+        return None
+    name = (_git(tree.checkout, "config", "user.name") or "").strip()
+    mail = (_git(tree.checkout, "config", "user.email") or "").strip()
+    return f"{name} <{mail}>" if name and mail else None
+
+
+def write_series(tree: SglangTree, folder: Path, author: str) -> list[Path]:
+    found = [s for s in steps(tree) if s.files]
+    date = email.utils.format_datetime(datetime.datetime.now(datetime.timezone.utc))
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for number, step in enumerate(found, start=1):
+        path = folder / file_name(number, step.patch.subject)
+        path.write_text(format_patch(step, number, len(found), author, date), encoding="utf-8")
+        written.append(path)
+    return written
