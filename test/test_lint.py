@@ -48,8 +48,11 @@ def test_patched_files_are_black_clean(pristine, patched_root):
 
 
 def test_inserted_code_is_black_formatted():
+    pieces = dict(inserted.HELPERS_BY_CONCERN)
     for name in ("HELPERS", "DECODE_CLASSMETHODS", "EXTEND_CLASS"):
-        source = getattr(inserted, name).lstrip("\n")
+        pieces[name] = getattr(inserted, name)
+    for name, source in pieces.items():
+        source = source.lstrip("\n")
         assert black.format_str(source, mode=black.Mode()) == source, name
 
 

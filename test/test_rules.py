@@ -181,9 +181,7 @@ def test_buffer_sized_by_a_parameter_is_not_a_site():
 
 
 START_UP_AFTER = """
-            # Read and check the drafter's config before its weights load; the classmethods
-            # that size the hidden states read the two attributes parsed here, and the draft
-            # model is built in the dtype chosen here (the target's, at --dtype auto).
+            # The drafter's config, read before its weights load.
             draft_model_config = get_eagle_draft_model_config(server_args)
             validate_eagle_draft_config(
                 self.speculative_algorithm,
@@ -269,12 +267,12 @@ def test_aux_flag_and_draft_runner_are_added_to_the_multi_layer_draft_worker():
     """
     after, _ = rewrite("speculative/multi_layer_eagle_worker_v2.py", before, DraftRunnerRule, AuxFlagRule)
     lines = textwrap.dedent(after).splitlines()
-    assert lines[3].strip().startswith("# Read and check the drafter's config")
-    assert lines[6].strip() == "draft_model_config = get_eagle_draft_model_config(server_args)"
-    assert lines[18].strip() == "server_args.dtype = get_eagle_draft_dtype("
-    assert lines[21].strip() == "with empty_context():"
-    assert lines[23].strip().startswith("self.draft_runner_list")
-    assert lines[25].strip() == "self.draft_runner = self.draft_runner_list[0]"
+    assert lines[3].strip().startswith("# The drafter's config, read before")
+    assert lines[4].strip() == "draft_model_config = get_eagle_draft_model_config(server_args)"
+    assert lines[16].strip() == "server_args.dtype = get_eagle_draft_dtype("
+    assert lines[19].strip() == "with empty_context():"
+    assert lines[21].strip().startswith("self.draft_runner_list")
+    assert lines[23].strip() == "self.draft_runner = self.draft_runner_list[0]"
 
 
 def test_aux_flag_of_an_earlier_patch_after_the_build_is_an_error():

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import hashlib
 import json
 import os
@@ -487,9 +488,16 @@ def _lines(text: str) -> list[str]:
 
 def _parse(file: str, text: str) -> cst.Module:
     try:
-        return cst.parse_module(text)
+        return _parsed(text)
     except cst.ParserSyntaxError as exc:
         raise RewriteError(file, exc.raw_line, f"cannot parse: {exc.message}") from None
+
+
+@functools.lru_cache(maxsize=32)
+def _parsed(text: str) -> cst.Module:
+    """libcst trees are immutable: the series parses each release file once, not once per
+    patch."""
+    return cst.parse_module(text)
 
 
 def _run(

@@ -4,11 +4,12 @@ Everything here is SGLang code (``torch``, ``dataclass``, ``List``, ``Optional``
 and ``SpeculativeAlgorithm`` are names ``eagle_info.py`` has in scope); it imports nothing from
 this package. It is kept black-formatted; a test checks that.
 
-- ``HELPERS``: module-level functions of ``srt/speculative/eagle_info.py``: the draft-runner
-  resolution, the one parser of the drafter's ``eagle_config`` (flag, aux layer ids and their
-  number), the config-only read of the drafter, the start-up validation, and the dtype the
-  draft model is built with (``get_eagle_draft_dtype``); every refusal is one ``ValueError``
-  built by ``_invalid_draft_config``.
+- ``HELPERS``: module-level functions of ``srt/speculative/eagle_info.py``, in pieces by the
+  concern that inserts them (``HELPERS_BY_CONCERN``): the one parser of the drafter's
+  ``eagle_config`` (flag, aux layer ids and their number) and the config-only read of the
+  drafter; the start-up validation; the dtype the draft model is built with
+  (``get_eagle_draft_dtype``); the draft-runner resolution. Every refusal is one
+  ``ValueError`` built by ``_invalid_draft_config``.
 - ``DECODE_CLASSMETHODS``: ``EagleDraftInput.hidden_size_for`` / ``dtype_for`` (shown in
   their class; the methods are added to the existing ``EagleDraftInput``).
 - ``EXTEND_CLASS``: ``EagleDraftExtendInput`` with its own ``hidden_size_for`` / ``dtype_for``.
@@ -320,7 +321,7 @@ HELPERS_BY_CONCERN = {
     "dtype": DTYPE_HELPERS,
     "routing": ROUTING_HELPERS,
 }
-HELPERS = "".join(HELPERS_BY_CONCERN.values())
+HELPERS = "\n".join(HELPERS_BY_CONCERN.values())
 
 DECODE_CLASSMETHODS = '''
 class EagleDraftInput:

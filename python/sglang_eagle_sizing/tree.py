@@ -204,11 +204,12 @@ class SglangTree:
         allow_upstream_refactor: bool = False,
     ) -> SglangTree:
         checkout = None
-        if (
-            package.parent.name == "python"
-            and (package.parent.parent / "test").is_dir()
+        root = package.parent.parent
+        if package.parent.name == "python" and any(
+            (root / marker).exists() for marker in ("test", ".git", "python/pyproject.toml")
         ):
-            checkout = package.parent.parent
+            # SGLang's layout: python/sglang, test/ beside it (created by apply if missing)
+            checkout = root
         git_dir, prefix = _git_dir(checkout) if checkout is not None else (None, "")
         tree = cls(package, checkout, git_dir, prefix)
         tree = cls(package, checkout, git_dir, prefix, tree._find_version())

@@ -815,12 +815,14 @@ class TestOneDtypeAtDtypeAuto(WorkerTestCase):
     def test_an_explicit_dtype_is_kept(self):
         worker = self.start(EAGLEWorkerV2, "EAGLE3", eagle3(), dtype="float16")
         self.assertEqual(worker.target_worker.model_config.dtype, torch.float16)
-        self.assertEqual(EagleDraftInput.dtype_for(worker.draft_worker), torch.float16)
+        draft_config = worker.draft_worker.draft_runner.model_config
+        self.assertEqual(draft_config.dtype, torch.float16)
 
     def test_a_standalone_drafter_keeps_its_own(self):
         """A STANDALONE drafter does not read the target's hidden states."""
         worker = self.start(StandaloneWorkerV2, "STANDALONE", STANDALONE_DRAFTER)
-        self.assertEqual(EagleDraftInput.dtype_for(worker.draft_worker), torch.float16)
+        draft_config = worker.draft_worker.draft_runner.model_config
+        self.assertEqual(draft_config.dtype, torch.float16)
 
 
 def tell_model_what_to_capture(runner: ModelRunner):

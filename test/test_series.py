@@ -1,0 +1,115 @@
+"""``pr --series``: the change as one ``git format-patch`` file per concern, which ``git am``
+takes on a git checkout of 0.5.11 and which leaves, byte for byte, the tree ``apply`` writes;
+each patch small, titled in SGLang's style, described in SGLang's terms, and its tests passing
+on the tree as it stands after it (the fork test at a sample of the commits here; every commit
+in scripts/series_table.py, whose table this checks)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, git_status
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
+from series_check import (  # noqa: E402
+    TABLE_END,
+    TABLE_START,
+    check_commit,
+    git_am,
+    table,
+    write_series,
+)
+
+from sglang_eagle_sizing import concerns, series  # noqa: E402
+from sglang_eagle_sizing.cli import main as cli_main  # noqa: E402
+
+#: the commits whose fork test CI runs (1-based): the first with the worker harness (the
+#: parser) and the routing, where the sizing tests land
+SAMPLED = (2, 6)
+#: what a patch of SGLang names nowhere: this tool, its docs, a machine path
+FOREIGN = re.compile(r"sglang-eagle-sizing|sglang_eagle_sizing|docs/[a-z-]+\.md|sites-0\.5\.11|/work/|/tmp/")
+
+
+@pytest.fixture(scope="module")
+def written(checkout_source, tmp_path_factory):
+    work = tmp_path_factory.mktemp("series")
+    checkout = work / "fork"
+    shutil.copytree(checkout_source, checkout, symlinks=True)
+    steps, patches = write_series(checkout, work / "patches")
+    assert git_status(checkout) == []  # pr writes nothing to the tree
+    commits = git_am(checkout, work / "clone", patches)
+    return checkout, work / "clone", steps, patches, commits
+
+
+def test_git_am_of_the_series_leaves_the_tree_apply_writes(written, tmp_path):
+    checkout, clone, _, patches, commits = written
+    assert len(commits) == len(patches) == len(series.PATCHES)
+    applied = tmp_path / "applied"
+    shutil.copytree(checkout, applied, symlinks=True)
+    assert cli_main(["apply", "--quiet", str(applied)]) == 0
+    result = subprocess.run(
+        ["diff", "-r", "-x", ".git", str(applied), str(clone)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout[:2000]
+
+
+def test_each_commit_keeps_its_subject_in_sglangs_style(written):
+    _, clone, _, _, _ = written
+    subjects = subprocess.run(
+        ["git", "log", "--reverse", "--format=%s", f"HEAD~{len(series.PATCHES)}..HEAD"],
+        cwd=clone, capture_output=True, text=True, check=True,
+    ).stdout.splitlines()
+    assert subjects == [p.subject for p in series.PATCHES]
+    assert all(re.match(r"\[(Spec|Attention)\] [A-Z]", s) for s in subjects)
+
+
+def test_each_patch_is_small_and_speaks_of_sglang_only(written):
+    _, _, steps, patches, _ = written
+    for step, path in zip(steps, patches):
+        text = path.read_text()
+        assert step.source_lines() <= 250, (path.name, step.source_lines())
+        for heading in ("## Motivation", "## Modifications", "## Tests"):
+            assert heading in step.patch.body, (path.name, heading)
+        assert not FOREIGN.search(text), (path.name, FOREIGN.search(text).group(0))
+
+
+@pytest.mark.parametrize("number", SAMPLED)
+def test_the_fork_test_passes_after_the_patch(written, number):
+    _, clone, steps, _, commits = written
+    commit = check_commit(clone, commits[number - 1], steps[number - 1], run_fork_test=True)
+    ran, failed = commit.fork_test
+    assert failed == () and ran > 0, commit
+    assert commit.new_pyflakes == set(), commit.new_pyflakes
+
+
+def test_the_table_in_the_docs_is_what_the_series_gives(written):
+    """Every column but the fork test's is computed here for every commit; the fork test's
+    column is taken from the docs (scripts/series_table.py ran it on every commit) and must
+    say every commit passed."""
+    _, clone, steps, _, commits = written
+    rows = [check_commit(clone, c, s, run_fork_test=False) for c, s in zip(commits, steps)]
+    document = (REPO / "docs" / "series.md").read_text()
+    recorded = document[document.index(TABLE_START) : document.index(TABLE_END)]
+    recorded_rows = [line for line in recorded.splitlines() if re.match(r"\| \d+ \|", line)]
+    assert len(recorded_rows) == len(rows)
+    for row, line in zip(rows, recorded_rows):
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        assert cells[2:5] == [str(row.files), str(row.source_lines), str(row.test_lines)], line
+        assert cells[5].endswith("tests OK") or cells[5] == "(no CPU test yet)", line
+        row.fork_test = (int(cells[5].split()[0]), ()) if cells[5].endswith("OK") else None
+    assert table(rows) in document
+
+
+def test_a_test_class_without_a_concern_is_refused():
+    from sglang_eagle_sizing.fork_test_slices import SliceError, slice_cpu_test
+
+    source = "import unittest\n\n\nclass TestNew(unittest.TestCase):\n    def test_x(self):\n        pass\n"
+    with concerns.only(concerns.prefix(2)):
+        with pytest.raises(SliceError, match="TestNew has no concern"):
+            slice_cpu_test(source)
