@@ -8,14 +8,12 @@ leaves one DP rank with no request: that rank runs idle batches, whose inputs ar
 idle inputs the sizing contract builds (``EAGLEWorkerV2.forward_batch_generation``,
 ``EAGLEWorker.forward_draft_extend_after_decode`` after ``EagleVerifyInput.verify``).
 
-Which sites this reaches and why SGLang 0.5.11 fails it, checked against the 0.5.11
-source, is written in docs/fork-tests.md of sglang-eagle-sizing ("The GPU end-to-end
-test"); in short: at ``--dtype auto`` 0.5.11 feeds the target's bfloat16 hidden states
-to the float16 drafter's ``fc`` (llama_eagle3.py), which raises at the first request.
+Without one dtype for the hidden states, ``--dtype auto`` feeds the target's bfloat16
+hidden states to the float16 drafter's ``fc`` (``llama_eagle3.py``), which raises at the
+first request.
 
-Needs two CUDA GPUs and the weights of both models. Written on a machine without a GPU:
-it has never been run; only its imports, its registration and the server arguments it
-builds were checked there.
+Needs two CUDA GPUs and the weights of both models. It has not been run on a GPU yet:
+only its imports, its registration and the server arguments it builds were checked.
 """
 
 from sglang.test.ci.ci_register import register_cuda_ci
