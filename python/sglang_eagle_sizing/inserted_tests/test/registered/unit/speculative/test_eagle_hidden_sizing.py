@@ -106,6 +106,12 @@ from sglang.srt.model_executor.model_runner import ModelRunner
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative import eagle_info_v2
 from sglang.srt.speculative.draft_utils import DraftBackendFactory
+from sglang.srt.speculative.eagle_draft_cuda_graph_runner import (
+    EAGLEDraftCudaGraphRunner,
+)
+from sglang.srt.speculative.eagle_draft_extend_cuda_graph_runner import (
+    EAGLEDraftExtendCudaGraphRunner,
+)
 from sglang.srt.speculative.eagle_info import (
     EagleDraftExtendInput,
     EagleDraftInput,
@@ -117,6 +123,10 @@ from sglang.srt.speculative.eagle_info import (
 )
 from sglang.srt.speculative.eagle_worker import EAGLEWorker
 from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+from sglang.srt.speculative.multi_layer_eagle_draft_extend_cuda_graph_runner import (
+    MultiLayerEagleDraftExtendCudaGraphRunner,
+    MultiLayerEagleMultiStepDraftExtendCudaGraphRunner,
+)
 from sglang.srt.speculative.multi_layer_eagle_worker import MultiLayerEagleWorker
 from sglang.srt.speculative.multi_layer_eagle_worker_v2 import (
     MultiLayerEagleDraftWorker,
@@ -806,7 +816,7 @@ def attention_dp_rank(rank: int = 1, size: int = 2):
             (parallel_state, "_ATTN_CP", one_rank),
             (dp_attention, "_ATTN_DP_RANK", rank),
             (dp_attention, "_ATTN_DP_SIZE", size),
-            (dp_attention, "_ENABLE_DP_ATTENTION_FLAG", True),
+            (dp_attention, "_ENABLE_DP_ATTENTION_FLAG", size > 1),
             (torch, "tensor", tensor),
         ):
             stack.enter_context(mock.patch.object(target, name, value, create=True))
@@ -890,11 +900,11 @@ def forward_batch(
     )
 
 
-def draft_model_config(worker) -> ModelConfig:
-    """The ModelConfig of the draft runner whose attention backend runs the draft."""
+def draft_runner_of(worker):
+    """The draft model runner of a v1 worker, a v2 worker or a v2 draft worker."""
     if isinstance(worker, EAGLEWorkerV2):
-        return worker.draft_worker.draft_runner.model_config
-    return worker.model_runner.model_config
+        worker = worker.draft_worker
+    return getattr(worker, "draft_runner", None) or worker.model_runner
 
 
 def v2_draft_extend_idle_input(worker) -> EagleDraftInput:
@@ -942,7 +952,9 @@ class TestPaddedIdleBatchOnTriton(WorkerTestCase):
         busy_tokens = self.BUSY_REQUESTS * spec_info.num_tokens_per_req
         batch = forward_batch(ForwardMode.IDLE, [], spec_info, [busy_tokens, 0])
         with attention_dp_rank():
-            runner = triton_runner(draft_model_config(worker), worker.server_args)
+            runner = triton_runner(
+                draft_runner_of(worker).model_config, worker.server_args
+            )
             batch.prepare_mlp_sync_batch(runner)
             self.assertEqual(batch.batch_size, self.BUSY_REQUESTS)  # padded
             runner.attn_backend.init_forward_metadata(batch)
@@ -1246,6 +1258,98 @@ class TestPDMetadataBuffers(WorkerTestCase):
 
     def test_standalone_v2(self):
         self.check(StandaloneWorkerV2, "STANDALONE", STANDALONE_DRAFTER)
+
+
+class AttentionBackendStandIn:
+    """A draft attention backend as the CUDA-graph runners read it before capture."""
+
+    def __init__(self):
+        self.attn_backends = [self]  # a multi-step backend's per-step backends
+
+    def init_cuda_graph_state(self, max_bs: int, max_num_tokens: int):
+        pass
+
+    def get_cuda_graph_seq_len_fill_value(self) -> int:
+        return 1
+
+
+class TestCudaGraphBuffers(WorkerTestCase):
+    """The hidden-state buffer of each draft CUDA-graph runner, built by the runner's own
+    constructor on the CPU; only the graph capture is replaced (and the attention
+    backends, as for the workers). Expected sizes come from the config facts."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.stack = contextlib.ExitStack()
+        for runner_class in (
+            EAGLEDraftCudaGraphRunner,
+            EAGLEDraftExtendCudaGraphRunner,
+            MultiLayerEagleDraftExtendCudaGraphRunner,
+        ):
+            cls.stack.enter_context(
+                mock.patch.object(runner_class, "capture", lambda self: None)
+            )
+        cls.stack.enter_context(attention_dp_rank(rank=0, size=1))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.stack.close()
+        super().tearDownClass()
+
+    def start_with_graphs(self, cls, draft: dict):
+        """A worker started without graphs; its runners then take graph sizes."""
+        worker = self.start(cls, "EAGLE3", draft)
+        worker.server_args.disable_cuda_graph = False
+        worker.server_args.cuda_graph_bs = [1, 2, 4]
+        draft_worker = worker if cls is EAGLEWorker else worker.draft_worker
+        runners = getattr(draft_worker, "draft_runner_list", None) or [
+            draft_runner_of(draft_worker)
+        ]
+        for runner in runners:
+            runner.tp_size = runner.dp_size = 1
+            runner.req_to_token_pool = worker.target_worker.req_to_token_pool
+            runner.attn_backend = AttentionBackendStandIn()
+        return draft_worker
+
+    def assert_buffer(self, buffers, width: int, dtype: torch.dtype):
+        hidden_states = buffers.hidden_states
+        self.assertEqual((hidden_states.shape[-1], hidden_states.dtype), (width, dtype))
+
+    def test_draft_decode_runner(self):
+        expected = expected_sizes("EAGLE3", NARROW_EAGLE3, llama())["decode"]
+        for cls in (EAGLEWorker, EAGLEWorkerV2):
+            with self.subTest(worker=cls.__name__):
+                runner = EAGLEDraftCudaGraphRunner(
+                    self.start_with_graphs(cls, NARROW_EAGLE3),
+                    draft_attn_backend=AttentionBackendStandIn(),
+                )
+                self.assert_buffer(runner.buffers, *expected)
+
+    def test_draft_extend_runner(self):
+        for draft in (FOUR_LAYER_EAGLE3, NARROW_NO_AUX_EAGLE3):
+            expected = expected_sizes("EAGLE3", draft, llama())["extend"]
+            for cls in (EAGLEWorker, EAGLEWorkerV2):
+                with self.subTest(worker=cls.__name__, width=expected[0]):
+                    runner = EAGLEDraftExtendCudaGraphRunner(
+                        self.start_with_graphs(cls, draft),
+                        draft_extend_attn_backend=AttentionBackendStandIn(),
+                    )
+                    self.assert_buffer(runner.buffers, *expected)
+
+    def test_multi_layer_draft_extend_runners(self):
+        expected = expected_sizes("EAGLE3", FOUR_LAYER_EAGLE3, llama())["extend"]
+        draft_worker = self.start_with_graphs(
+            MultiLayerEagleWorkerV2, FOUR_LAYER_EAGLE3
+        )
+        draft_worker.draft_extend_attn_backend_list = [
+            AttentionBackendStandIn() for _ in range(SPEC_STEPS)
+        ]
+        runners = MultiLayerEagleMultiStepDraftExtendCudaGraphRunner(draft_worker)
+        self.assertEqual(len(runners.runners), SPEC_STEPS)
+        for step, runner in enumerate(runners.runners):
+            with self.subTest(step=step):
+                self.assert_buffer(runner.buffers, *expected)
 
 
 class TestEagleConfigParser(CustomTestCase):
