@@ -12,13 +12,17 @@ What is replaced is the device work only: the draft ``TpModelWorker``'s model ru
 worker, whose model is never loaded. ``Scheduler.init_disaggregation`` runs for real up to
 the transfer queues, the target ``ModelRunner.__init__`` up to the point where it has
 decided which layers the target captures, and the idle-input paths up to the draft
-forward, where the input they built is read. No server, weights, GPU or network; the model
-configs are minimal synthetic ``config.json`` files that vary only the fields sizing reads.
+forward, where the input they built is read. The draft CUDA-graph runners' constructors run
+with only the graph capture replaced. Attention is the real ``TritonAttnBackend`` with its
+kernels in Triton's interpreter, on a padded batch of one of two attention-DP ranks. No
+server, weights, GPU or network; the model configs are minimal synthetic ``config.json``
+files that vary only the fields sizing reads.
 
 Worker modules import ``sgl_kernel``, which needs a GPU driver: on a CPU runner
-``maybe_stub_sgl_kernel`` replaces it with an empty stub before those imports (no kernel
-runs here; CUDA graphs are off). Releases before 0.5.10 have no such helper in
-``sglang.test.test_utils``; ``stub_sgl_kernel_if_missing`` stands in for it there.
+``maybe_stub_sgl_kernel`` replaces it with an empty stub before those imports (no
+``sgl_kernel`` kernel runs here; no CUDA graph is captured). Releases before 0.5.10 have no
+such helper in ``sglang.test.test_utils``; ``stub_sgl_kernel_if_missing`` stands in for it
+there.
 
 The last class reads the files the sizing patch touches with ``ast``: every sizing site
 goes through the classmethods with the worker and the condition it must use.
