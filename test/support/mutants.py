@@ -570,6 +570,19 @@ def _replace_in_function(
     return text[:start] + body.replace(old, new, first) + text[end:]
 
 
+def _replace_nth_in_function(text: str, qualified: str, old: str, new: str, nth: int) -> str:
+    """``text`` with the ``nth`` (1-based) occurrence of ``old`` inside ``qualified``
+    replaced by ``new``."""
+    function = _function(ast.parse(text), qualified)
+    start, end = _span(text, function)
+    body = text[start:end]
+    parts = body.split(old)
+    if len(parts) <= nth:
+        raise MutantError(f"{qualified}: {old!r} found {len(parts) - 1} times, not {nth}")
+    body = old.join(parts[:nth]) + new + old.join(parts[nth:])
+    return text[:start] + body + text[end:]
+
+
 def _drop_call_statement(text: str, qualified: str, callee: str) -> str:
     """Remove the statement of ``qualified`` that calls ``callee``."""
     function = _function(ast.parse(text), qualified)
@@ -729,6 +742,50 @@ PATH_MUTATIONS = [
             "(self.draft_worker)",
             "(self.target_worker)",
             2,
+        ),
+    ),
+    (
+        "idle: v2 draft-extend input without a pointer row",
+        "EagleDraftInputV2Mixin.prepare_for_extend_to_fill_draft_kvcache gives the idle "
+        "draft-extend input kv_indptr torch.zeros((0,)) instead of one zero",
+        "speculative/eagle_info_v2.py",
+        lambda t: _replace_in_function(
+            t,
+            "EagleDraftInputV2Mixin.prepare_for_extend_to_fill_draft_kvcache",
+            "self.kv_indptr = torch.zeros((1,),",
+            "self.kv_indptr = torch.zeros((0,),",
+        ),
+    ),
+    (
+        "padded decode: Triton zeroes the wrong rows",
+        "TritonAttnBackend.forward_decode zeroes o[: q.shape[0] - num_rows] instead of "
+        "the padded rows o[num_rows:]",
+        "layers/attention/triton_backend.py",
+        lambda t: _replace_in_function(
+            t,
+            "TritonAttnBackend.forward_decode",
+            "o[num_rows:] = 0",
+            "o[: q.shape[0] - num_rows] = 0",
+        ),
+    ),
+    (
+        "PD buffers: prefill side takes the extend width without aux",
+        "the prefill server's buffer is sized by the draft-extend width (the target's) "
+        "for an EAGLE-3 drafter without aux hidden states, the decode server's by the "
+        "draft's",
+        "managers/scheduler.py",
+        lambda t: _replace_nth_in_function(
+            t,
+            "Scheduler.init_disaggregation",
+            "EagleDraftInput.hidden_size_for(self.draft_worker)",
+            "(\n"
+            "                        self.tp_worker.model_config.spec_hidden_size\n"
+            "                        if self.spec_algorithm.is_eagle3()\n"
+            "                        and (getattr(model_config.hf_config, 'eagle_config', None) or {})"
+            ".get('use_aux_hidden_state', True) is False\n"
+            "                        else EagleDraftInput.hidden_size_for(self.draft_worker)\n"
+            "                    )",
+            2,  # the decode server's buffer comes first
         ),
     ),
 ]

@@ -12,13 +12,17 @@ What is replaced is the device work only: the draft ``TpModelWorker``'s model ru
 worker, whose model is never loaded. ``Scheduler.init_disaggregation`` runs for real up to
 the transfer queues, the target ``ModelRunner.__init__`` up to the point where it has
 decided which layers the target captures, and the idle-input paths up to the draft
-forward, where the input they built is read. No server, weights, GPU or network; the model
-configs are minimal synthetic ``config.json`` files that vary only the fields sizing reads.
+forward, where the input they built is read. The draft CUDA-graph runners' constructors run
+with only the graph capture replaced. Attention is the real ``TritonAttnBackend`` with its
+kernels in Triton's interpreter, on a padded batch of one of two attention-DP ranks. No
+server, weights, GPU or network; the model configs are minimal synthetic ``config.json``
+files that vary only the fields sizing reads.
 
 Worker modules import ``sgl_kernel``, which needs a GPU driver: on a CPU runner
-``maybe_stub_sgl_kernel`` replaces it with an empty stub before those imports (no kernel
-runs here; CUDA graphs are off). Releases before 0.5.10 have no such helper in
-``sglang.test.test_utils``; ``stub_sgl_kernel_if_missing`` stands in for it there.
+``maybe_stub_sgl_kernel`` replaces it with an empty stub before those imports (no
+``sgl_kernel`` kernel runs here; no CUDA graph is captured). Releases before 0.5.10 have no
+such helper in ``sglang.test.test_utils``; ``stub_sgl_kernel_if_missing`` stands in for it
+there.
 
 The last class reads the files the sizing patch touches with ``ast``: every sizing site
 goes through the classmethods with the worker and the condition it must use.
@@ -26,9 +30,14 @@ goes through the classmethods with the worker and the condition it must use.
 
 import importlib.abc
 import importlib.util
+import os
 import sys
 import types
 from unittest import mock
+
+# Triton kernels run on CPU tensors in Triton's interpreter; it is chosen when a kernel
+# is defined, so before the first import of an SGLang module.
+os.environ["TRITON_INTERPRET"] = "1"
 
 from sglang.test import test_utils
 from sglang.test.ci.ci_register import register_cpu_ci
@@ -77,7 +86,6 @@ import contextlib
 import functools
 import json
 import logging
-import os
 import tempfile
 import unittest
 from types import SimpleNamespace
@@ -87,16 +95,27 @@ import torch
 
 import sglang
 from sglang.srt.configs.model_config import ModelConfig
+from sglang.srt.distributed import parallel_state
+from sglang.srt.layers import dp_attention
 from sglang.srt.layers.attention import flashattention_backend
+from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
+from sglang.srt.layers.radix_attention import RadixAttention
 from sglang.srt.managers import scheduler as scheduler_module
 from sglang.srt.managers import tp_worker as tp_worker_module
 from sglang.srt.managers.scheduler import Scheduler
 from sglang.srt.managers.tp_worker import TpModelWorker
 from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
-from sglang.srt.model_executor.forward_batch_info import ForwardMode
+from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 from sglang.srt.model_executor.model_runner import ModelRunner
 from sglang.srt.server_args import ServerArgs
+from sglang.srt.speculative import eagle_info_v2
 from sglang.srt.speculative.draft_utils import DraftBackendFactory
+from sglang.srt.speculative.eagle_draft_cuda_graph_runner import (
+    EAGLEDraftCudaGraphRunner,
+)
+from sglang.srt.speculative.eagle_draft_extend_cuda_graph_runner import (
+    EAGLEDraftExtendCudaGraphRunner,
+)
 from sglang.srt.speculative.eagle_info import (
     EagleDraftExtendInput,
     EagleDraftInput,
@@ -108,6 +127,10 @@ from sglang.srt.speculative.eagle_info import (
 )
 from sglang.srt.speculative.eagle_worker import EAGLEWorker
 from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+from sglang.srt.speculative.multi_layer_eagle_draft_extend_cuda_graph_runner import (
+    MultiLayerEagleDraftExtendCudaGraphRunner,
+    MultiLayerEagleMultiStepDraftExtendCudaGraphRunner,
+)
 from sglang.srt.speculative.multi_layer_eagle_worker import MultiLayerEagleWorker
 from sglang.srt.speculative.multi_layer_eagle_worker_v2 import (
     MultiLayerEagleDraftWorker,
@@ -177,6 +200,13 @@ FOUR_LAYER_EAGLE3 = eagle3(
 )
 #: An EAGLE-3 drafter with aux hidden states off: it reads one target hidden state.
 NO_AUX_EAGLE3 = eagle3(eagle_config={"use_aux_hidden_state": False})
+#: An EAGLE-3 drafter half as wide as its target, aux hidden states off: it reads the
+#: target's last hidden state (256 wide) and carries its own (128 wide).
+NARROW_NO_AUX_EAGLE3 = eagle3(
+    hidden_size=128,
+    target_hidden_size=256,
+    eagle_config={"use_aux_hidden_state": False},
+)
 #: A hyper-connection pair (hc_mult=2): hidden states are 2 x hidden_size wide.
 HC_TARGET = llama(hc_mult=2)
 HC_DRAFTER = eagle(hc_mult=2)
@@ -775,6 +805,271 @@ class TestIdleInputsCarryAttentionIndices(WorkerTestCase):
         self.assert_empty_indices(v2_idle_input(worker))
 
 
+# ---------------------------------------------------------------------------
+# Attention on the CPU: the real TritonAttnBackend with its kernels interpreted, on a rank
+# of two attention-DP ranks. What stands in: the process groups, pinned memory (it needs a
+# GPU driver) and the KV cache (two tensors, no device pool).
+# ---------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def attention_dp_rank(rank: int = 1, size: int = 2):
+    """This process is attention-DP rank ``rank`` of ``size``, one attention-TP rank
+    each; no collective runs. Restores the globals it sets."""
+    one_rank = SimpleNamespace(world_size=1, rank_in_group=0)
+    factory = torch.tensor
+
+    def tensor(*args, pin_memory: bool = False, **kwargs):
+        return factory(*args, **kwargs)
+
+    wrapper = getattr(dp_attention, "_DpGatheredBufferWrapper", None)
+    saved = dict(vars(wrapper)) if wrapper is not None else {}
+    with contextlib.ExitStack() as stack:
+        for target, name, value in (
+            (parallel_state, "_ATTN_TP", one_rank),
+            (parallel_state, "_ATTN_CP", one_rank),
+            (dp_attention, "_ATTN_DP_RANK", rank),
+            (dp_attention, "_ATTN_DP_SIZE", size),
+            (dp_attention, "_ENABLE_DP_ATTENTION_FLAG", size > 1),
+            (torch, "tensor", tensor),
+        ):
+            stack.enter_context(mock.patch.object(target, name, value, create=True))
+        try:
+            yield
+        finally:
+            # the padding's buffer lengths, kept by SGLang per forward
+            for name in set(vars(wrapper) if wrapper is not None else ()) - set(saved):
+                delattr(wrapper, name)
+            for name, value in saved.items():
+                if not name.startswith("__") and vars(wrapper).get(name) is not value:
+                    setattr(wrapper, name, value)
+
+
+class KVPoolStandIn:
+    """The KV cache of one attention layer: a key and a value tensor."""
+
+    def __init__(self, slots: int, kv_heads: int, head_dim: int):
+        self.keys = torch.randn((slots, kv_heads, head_dim))
+        self.values = torch.randn((slots, kv_heads, head_dim))
+
+    def get_key_buffer(self, layer_id: int) -> torch.Tensor:
+        return self.keys
+
+    def get_value_buffer(self, layer_id: int) -> torch.Tensor:
+        return self.values
+
+    def set_kv_buffer(self, layer, loc, k, v, *scales):
+        self.keys[loc] = k.view(-1, *self.keys.shape[1:])
+        self.values[loc] = v.view(-1, *self.values.shape[1:])
+
+
+def triton_runner(model_config: ModelConfig, server_args: ServerArgs):
+    """What ``TritonAttnBackend`` and ``prepare_mlp_sync_batch`` read of a ModelRunner,
+    with the real backend built on it (``runner.attn_backend``)."""
+    runner = SimpleNamespace(
+        model_config=model_config,
+        server_args=server_args,
+        req_to_token_pool=ReqToTokenPool(
+            size=8, max_context_len=64, device="cpu", enable_memory_saver=False
+        ),
+        token_to_kv_pool=KVPoolStandIn(
+            16, model_config.get_num_kv_heads(1), model_config.head_dim
+        ),
+        token_to_kv_pool_allocator=None,
+        sliding_window_size=None,
+        hybrid_gdn_config=None,
+        kimi_linear_config=None,
+        linear_attn_model_spec=None,
+        device="cpu",
+        gpu_id=0,
+        is_draft_worker=False,
+    )
+    runner.attn_backend = TritonAttnBackend(runner)
+    return runner
+
+
+def forward_batch(
+    mode: ForwardMode, seq_lens: List[int], spec_info, global_num_tokens: List[int]
+) -> ForwardBatch:
+    """A batch of this rank as the scheduler hands it to the model runner (requests in
+    pool slots 1, 2, ...), before SGLang pads it to the DP ranks' token counts."""
+    lens = torch.tensor(seq_lens, dtype=torch.int64)
+    tokens = len(seq_lens)
+    return ForwardBatch(
+        forward_mode=mode,
+        batch_size=tokens,
+        input_ids=torch.arange(tokens, dtype=torch.int64),
+        req_pool_indices=torch.arange(1, tokens + 1, dtype=torch.int64),
+        seq_lens=lens,
+        out_cache_loc=lens.clone(),
+        seq_lens_sum=int(lens.sum()),
+        seq_lens_cpu=lens.clone(),
+        positions=lens - 1,
+        lora_ids=[None] * tokens,
+        spec_info=spec_info,
+        global_num_tokens_cpu=list(global_num_tokens),
+        global_num_tokens_for_logprob_cpu=list(global_num_tokens),
+        global_num_tokens_gpu=torch.zeros((len(global_num_tokens),), dtype=torch.int64),
+        is_extend_in_batch=False,
+    )
+
+
+def draft_runner_of(worker):
+    """The draft model runner of a v1 worker, a v2 worker or a v2 draft worker."""
+    if isinstance(worker, EAGLEWorkerV2):
+        worker = worker.draft_worker
+    return getattr(worker, "draft_runner", None) or worker.model_runner
+
+
+def v2_draft_extend_idle_input(worker) -> EagleDraftInput:
+    """Run the real ``_draft_extend_for_decode`` of a v2 draft worker on an idle batch;
+    the spec_info it hands to the draft-extend forward batch."""
+    empty = torch.empty((0,), dtype=torch.int64)
+    batch = SimpleNamespace(
+        forward_mode=ForwardMode.IDLE,
+        seq_lens=empty.clone(),
+        seq_lens_cpu=empty.clone(),
+        seq_lens_sum=0,
+        spec_info=None,
+    )
+    verified = SimpleNamespace(
+        logits_output=SimpleNamespace(
+            hidden_states=torch.empty(
+                (0, DEFAULT_NUM_AUX * llama()["hidden_size"]), dtype=torch.bfloat16
+            )
+        ),
+        accept_lens=empty.clone(),
+        next_token_ids=empty.clone(),
+    )
+
+    def init_new(model_worker_batch, model_runner):
+        raise StopBeforeForward(model_worker_batch.spec_info)
+
+    with mock.patch.object(eagle_info_v2.ForwardBatch, "init_new", init_new):
+        try:
+            worker.draft_worker._draft_extend_for_decode(batch, verified)
+        except StopBeforeForward as stopped:
+            return stopped.spec_info
+    raise AssertionError("_draft_extend_for_decode did not reach the forward batch")
+
+
+class TestPaddedIdleBatchOnTriton(WorkerTestCase):
+    """Under DP attention an idle rank runs the busy rank's token count: SGLang pads its
+    batch (``prepare_mlp_sync_batch``) and, the padded batch being non-empty,
+    re-initialises the attention metadata from the idle input (``forward_idle``). The
+    real Triton backend's metadata of each idle input: no rows, no KV indices."""
+
+    #: the busy rank's requests
+    BUSY_REQUESTS = 3
+
+    def assert_no_rows(self, worker, spec_info):
+        busy_tokens = self.BUSY_REQUESTS * spec_info.num_tokens_per_req
+        batch = forward_batch(ForwardMode.IDLE, [], spec_info, [busy_tokens, 0])
+        with attention_dp_rank():
+            runner = triton_runner(
+                draft_runner_of(worker).model_config, worker.server_args
+            )
+            batch.prepare_mlp_sync_batch(runner)
+            self.assertEqual(batch.batch_size, self.BUSY_REQUESTS)  # padded
+            runner.attn_backend.init_forward_metadata(batch)
+        metadata = runner.attn_backend.forward_metadata
+        self.assertEqual(metadata.kv_indptr.tolist(), [0])
+        self.assertEqual(tuple(metadata.kv_indices.shape), (0,))
+        self.assertEqual(metadata.attn_logits.shape[0], 0)
+        self.assertEqual(tuple(metadata.num_kv_splits.shape), (0,))
+
+    def test_v1_draft_step(self):
+        worker = self.start(EAGLEWorker, "EAGLE3", NARROW_EAGLE3)
+        batch = SimpleNamespace(spec_info=None)
+        worker._draft_preprocess_idle(batch)
+        batch.spec_info.num_tokens_per_req = TOPK  # draft() sets it next
+        self.assert_no_rows(worker, batch.spec_info)
+
+    def test_v1_draft_extend(self):
+        worker = self.start(EAGLEWorker, "EAGLE3", NARROW_EAGLE3)
+        batch = BatchAfterVerify(ForwardMode.IDLE, verify_idle_output(worker))
+        self.assert_no_rows(worker, draft_extend_input(worker, batch))
+
+    def test_v2_worker_without_spec_info(self):
+        worker = self.start(EAGLEWorkerV2, "EAGLE3", NARROW_EAGLE3)
+        spec_info = v2_idle_input(worker)
+        spec_info.num_tokens_per_req = TOPK  # the draft worker's draft() sets it
+        self.assert_no_rows(worker, spec_info)
+
+    def test_v2_draft_extend(self):
+        worker = self.start(EAGLEWorkerV2, "EAGLE3", NARROW_EAGLE3)
+        self.assert_no_rows(worker, v2_draft_extend_idle_input(worker))
+
+
+class TestPaddedDecodeOnTriton(CustomTestCase):
+    """Under DP attention without CUDA graphs a draft decode batch is padded to the other
+    rank's token count after its attention metadata was built (``EAGLEWorker.draft``:
+    metadata first, then each step's forward pads). This rank holds 1 request, the other
+    2: the real ``TritonAttnBackend.forward_decode`` (its kernels interpreted) on the padded
+    query attends the real row as unpadded and leaves the padded row zero."""
+
+    SEQ_LEN = 5
+
+    @classmethod
+    def setUpClass(cls):
+        folders = ConfigFolders()
+        try:
+            server_args = make_server_args(
+                folders.write(llama()), folders.write(eagle3()), "EAGLE3"
+            )
+            config = ModelConfig.from_server_args(server_args)
+        finally:
+            folders.cleanup()
+        torch.manual_seed(0)
+        heads, kv_heads = config.num_attention_heads, config.get_num_kv_heads(1)
+        dim = config.head_dim
+        layer = RadixAttention(heads, dim, dim**-0.5, kv_heads, layer_id=0)
+        batch = forward_batch(ForwardMode.DECODE, [cls.SEQ_LEN], None, [2, 1])
+        q = torch.randn((1, heads * dim))
+        k, v = torch.randn((2, 1, kv_heads * dim))
+        with attention_dp_rank():
+            runner = triton_runner(config, server_args)
+            backend = runner.attn_backend
+            slots = torch.arange(1, cls.SEQ_LEN + 1, dtype=torch.int32)
+            runner.req_to_token_pool.req_to_token[1, : cls.SEQ_LEN] = slots
+            batch.token_to_kv_pool = runner.token_to_kv_pool
+            backend.init_forward_metadata(batch)
+            cls.kv_indptr = backend.forward_metadata.kv_indptr.tolist()
+            cls.unpadded = backend.forward_decode(q, k, v, layer, batch)
+            batch.prepare_mlp_sync_batch(runner)
+            cls.padded_rows = batch.batch_size
+
+            def padded(x: torch.Tensor) -> torch.Tensor:
+                return torch.cat([x, torch.randn((cls.padded_rows - 1, x.shape[1]))])
+
+            # Uninitialised memory made visible: what a GPU allocator may hand out.
+            with mock.patch.object(torch, "empty_like", poisoned(torch.empty_like)):
+                cls.output = backend.forward_decode(
+                    padded(q), padded(k), padded(v), layer, batch
+                )
+
+    def test_the_batch_is_padded_after_its_metadata(self):
+        self.assertEqual(self.kv_indptr, [0, self.SEQ_LEN])
+        self.assertEqual(self.padded_rows, 2)
+        self.assertEqual(self.output.shape[0], 2)
+
+    def test_the_real_row_is_the_unpadded_output(self):
+        torch.testing.assert_close(self.output[:1], self.unpadded, rtol=0, atol=0)
+
+    def test_the_padded_row_is_zero(self):
+        padded = self.output[1:]
+        torch.testing.assert_close(padded, torch.zeros_like(padded), rtol=0, atol=0)
+
+
+def poisoned(empty_like):
+    """``torch.empty_like`` whose memory holds NaN instead of whatever was there."""
+
+    def made(*args, **kwargs):
+        return empty_like(*args, **kwargs).fill_(float("nan"))
+
+    return made
+
+
 class TestOneDtypeAtDtypeAuto(WorkerTestCase):
     """At ``--dtype auto`` a float16 EAGLE-3 drafter on a bfloat16 target is built in
     bfloat16 (each EAGLE worker decides it at start-up, before the draft model loads):
@@ -967,11 +1262,110 @@ class TestPDMetadataBuffers(WorkerTestCase):
     def test_eagle3_v2(self):
         self.check(EAGLEWorkerV2, "EAGLE3", NARROW_EAGLE3)
 
+    def test_eagle3_narrow_drafter_without_aux_v1(self):
+        """The draft-extend width is the target's (256) here, the draft state's 128."""
+        self.check(EAGLEWorker, "EAGLE3", NARROW_NO_AUX_EAGLE3)
+
+    def test_eagle3_narrow_drafter_without_aux_v2(self):
+        self.check(EAGLEWorkerV2, "EAGLE3", NARROW_NO_AUX_EAGLE3)
+
     def test_standalone_v1(self):
         self.check(StandaloneWorker, "STANDALONE", STANDALONE_DRAFTER)
 
     def test_standalone_v2(self):
         self.check(StandaloneWorkerV2, "STANDALONE", STANDALONE_DRAFTER)
+
+
+class AttentionBackendStandIn:
+    """A draft attention backend as the CUDA-graph runners read it before capture."""
+
+    def __init__(self):
+        self.attn_backends = [self]  # a multi-step backend's per-step backends
+
+    def init_cuda_graph_state(self, max_bs: int, max_num_tokens: int):
+        pass
+
+    def get_cuda_graph_seq_len_fill_value(self) -> int:
+        return 1
+
+
+class TestCudaGraphBuffers(WorkerTestCase):
+    """The hidden-state buffer of each draft CUDA-graph runner, built by the runner's own
+    constructor on the CPU; only the graph capture is replaced (and the attention
+    backends, as for the workers). Expected sizes come from the config facts."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.stack = contextlib.ExitStack()
+        for runner_class in (
+            EAGLEDraftCudaGraphRunner,
+            EAGLEDraftExtendCudaGraphRunner,
+            MultiLayerEagleDraftExtendCudaGraphRunner,
+        ):
+            cls.stack.enter_context(
+                mock.patch.object(runner_class, "capture", lambda self: None)
+            )
+        cls.stack.enter_context(attention_dp_rank(rank=0, size=1))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.stack.close()
+        super().tearDownClass()
+
+    def start_with_graphs(self, cls, draft: dict):
+        """A worker started without graphs; its runners then take graph sizes."""
+        worker = self.start(cls, "EAGLE3", draft)
+        worker.server_args.disable_cuda_graph = False
+        worker.server_args.cuda_graph_bs = [1, 2, 4]
+        draft_worker = worker if cls is EAGLEWorker else worker.draft_worker
+        runners = getattr(draft_worker, "draft_runner_list", None) or [
+            draft_runner_of(draft_worker)
+        ]
+        for runner in runners:
+            runner.tp_size = runner.dp_size = 1
+            runner.req_to_token_pool = worker.target_worker.req_to_token_pool
+            runner.attn_backend = AttentionBackendStandIn()
+        return draft_worker
+
+    def assert_buffer(self, buffers, width: int, dtype: torch.dtype):
+        hidden_states = buffers.hidden_states
+        self.assertEqual((hidden_states.shape[-1], hidden_states.dtype), (width, dtype))
+
+    def test_draft_decode_runner(self):
+        expected = expected_sizes("EAGLE3", NARROW_EAGLE3, llama())["decode"]
+        for cls in (EAGLEWorker, EAGLEWorkerV2):
+            with self.subTest(worker=cls.__name__):
+                runner = EAGLEDraftCudaGraphRunner(
+                    self.start_with_graphs(cls, NARROW_EAGLE3),
+                    draft_attn_backend=AttentionBackendStandIn(),
+                )
+                self.assert_buffer(runner.buffers, *expected)
+
+    def test_draft_extend_runner(self):
+        for draft in (FOUR_LAYER_EAGLE3, NARROW_NO_AUX_EAGLE3):
+            expected = expected_sizes("EAGLE3", draft, llama())["extend"]
+            for cls in (EAGLEWorker, EAGLEWorkerV2):
+                with self.subTest(worker=cls.__name__, width=expected[0]):
+                    runner = EAGLEDraftExtendCudaGraphRunner(
+                        self.start_with_graphs(cls, draft),
+                        draft_extend_attn_backend=AttentionBackendStandIn(),
+                    )
+                    self.assert_buffer(runner.buffers, *expected)
+
+    def test_multi_layer_draft_extend_runners(self):
+        expected = expected_sizes("EAGLE3", FOUR_LAYER_EAGLE3, llama())["extend"]
+        draft_worker = self.start_with_graphs(
+            MultiLayerEagleWorkerV2, FOUR_LAYER_EAGLE3
+        )
+        draft_worker.draft_extend_attn_backend_list = [
+            AttentionBackendStandIn() for _ in range(SPEC_STEPS)
+        ]
+        runners = MultiLayerEagleMultiStepDraftExtendCudaGraphRunner(draft_worker)
+        self.assertEqual(len(runners.runners), SPEC_STEPS)
+        for step, runner in enumerate(runners.runners):
+            with self.subTest(step=step):
+                self.assert_buffer(runner.buffers, *expected)
 
 
 class TestEagleConfigParser(CustomTestCase):
