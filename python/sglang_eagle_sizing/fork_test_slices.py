@@ -18,6 +18,7 @@ import libcst as cst
 from . import concerns
 from .concerns import (
     ANNOTATION,
+    ATTENTION_BACKENDS,
     DTYPE,
     IDLE_INPUTS,
     PARSER,
@@ -47,7 +48,10 @@ TEST_CONCERNS: dict[str, str] = {
     "TestIdleInputs": ROUTING,
     "TestPDMetadataBuffers": ROUTING,
     "TestSizingSitesUseTheContract": ROUTING,
+    "TestCudaGraphBuffers": ROUTING,
     "TestIdleInputsCarryAttentionIndices": IDLE_INPUTS,
+    "TestPaddedIdleBatchOnTriton": IDLE_INPUTS,
+    "TestPaddedDecodeOnTriton": ATTENTION_BACKENDS,
 }
 
 
