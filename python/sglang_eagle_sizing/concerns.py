@@ -18,6 +18,10 @@ TARGET_CAPTURE = "target-capture"
 VALIDATION = "validation"
 DTYPE = "dtype"
 ROUTING = "routing"
+EXTEND_WIDTH = "extend-width"
+MULTI_LAYER_WIDTH = "multi-layer-width"
+V2_IDLE_WIDTH = "v2-idle-width"
+PD_STANDALONE = "pd-standalone"
 IDLE_INPUTS = "idle-inputs"
 ATTENTION_BACKENDS = "attention-backends"
 E2E_TEST = "e2e-test"
@@ -31,10 +35,17 @@ ORDER: tuple[str, ...] = (
     VALIDATION,
     DTYPE,
     ROUTING,
+    EXTEND_WIDTH,
+    MULTI_LAYER_WIDTH,
+    V2_IDLE_WIDTH,
+    PD_STANDALONE,
     IDLE_INPUTS,
     ATTENTION_BACKENDS,
     E2E_TEST,
 )
+
+#: The concerns that route sizing sites: the routing itself, then one behaviour fix each.
+SIZING_CONCERNS = (ROUTING, EXTEND_WIDTH, MULTI_LAYER_WIDTH, V2_IDLE_WIDTH, PD_STANDALONE)
 
 _ENABLED: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar(
     "concerns", default=None

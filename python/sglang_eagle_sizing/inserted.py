@@ -305,11 +305,8 @@ def get_eagle_draft_dtype(
     if draft_dtype == target_dtype:
         return server_args_dtype
     logger.info(
-        f"At --dtype auto the draft model config {_config_path(draft_model_config)} "
-        f"gives {draft_dtype} and the target model config "
-        f"{_config_path(target_model_config)} gives {target_dtype}: the draft model is "
-        f"built in {target_dtype}, the dtype of the target's hidden states, embedding "
-        "and lm_head."
+        f"The draft model config gives {draft_dtype}, the target's gives "
+        f"{target_dtype}: the draft model is built in {target_dtype}."
     )
     return target_dtype
 '''

@@ -209,50 +209,164 @@ drafter keeps its own: `{CPU_TEST_COMMAND}`.
     ),
     Patch(
         concerns.ROUTING,
-        "[Spec] Size EAGLE hidden states through EagleDraftInput / EagleDraftExtendInput classmethods",
+        "[Spec] Add EagleDraftInput.hidden_size_for / dtype_for and route the draft-width sites",
         f"""\
 ## Motivation
 
 The width and dtype of `EagleDraftInput.hidden_states` are decided inline at fourteen
-places: idle inputs, CUDA-graph buffers and the PD metadata buffers. They disagree:
-
-- the v2 workers' idle inputs take the target's width where the draft model consumes its
-  own: an EAGLE-3 drafter narrower than its target fails on an idle DP-attention rank;
-- the multi-layer worker widens to `hidden_size * 3` even without aux hidden states;
-- the PD prefill server sizes the hidden-state buffer for `is_eagle()` only, the decode
-  server for STANDALONE too, so a STANDALONE prefill server sends a 16-wide buffer;
-- the extend CUDA-graph runner and the v1 idle input read different configs.
+places (idle inputs, CUDA-graph buffers, PD metadata buffers), each its own way, and they
+disagree; the patches after this one fix each disagreement on its own. This one adds the
+contract and moves the places that already agree with it, with no behavior change.
 
 ## Modifications
 
-- `EagleDraftInput.hidden_size_for(worker)` / `dtype_for(worker)`: the decode phase, the
-  draft model's own hidden states (the draft runner's `spec_hidden_size` and dtype).
-- `EagleDraftExtendInput(EagleDraftInput)` with its own `hidden_size_for` / `dtype_for`:
-  the extend phase, the target's hidden states fed to the draft-extend forward
-  (`eagle_num_aux_hidden_states * target hidden_size` for EAGLE-3 with aux hidden states,
-  the draft's width for STANDALONE, else the target's `spec_hidden_size`).
+- `EagleDraftInput.hidden_size_for(worker)` / `dtype_for(worker)`: the hidden states
+  carried between draft steps, the draft model's own (the draft runner's
+  `spec_hidden_size` and dtype).
 - `get_draft_runner(worker)` resolves the draft runner of a v1 worker, a v2 draft worker, a
   v2 worker or a CUDA-graph runner's `eagle_worker`; `MultiLayerEagleDraftWorker` exposes
-  `draft_runner` (its first step's runner).
-- Every idle input, CUDA-graph buffer and PD metadata buffer is sized through them; the
-  idle inputs `EagleVerifyInput.verify` builds without a worker are rebuilt by the v1
-  workers' `forward_draft_extend_after_decode`.
+  `draft_runner` (its first step's runner), as `EagleDraftWorker` does.
+- Sized through them: `EAGLEWorker._draft_preprocess_idle`, the
+  `EAGLEDraftCudaGraphRunner` buffer and both servers' PD metadata buffers
+  (`Scheduler.init_disaggregation`). Each read the draft model's config already.
 
 ## Behavior changes
 
-The four disagreements above: each site now takes the width of the phase it feeds. For
-every drafter whose width equals its target's and which uses aux hidden states (or is
-EAGLE/MTP), the sizes are unchanged.
+None.
+
+## Tests
+
+`TestIdleInputs.test_v1_draft_step`, `TestPDMetadataBuffers` (both servers' buffers through
+the real `Scheduler.init_disaggregation`, v1 and v2) and
+`TestCudaGraphBuffers.test_draft_decode_runner` (the real runner's constructor, capture
+replaced): `{CPU_TEST_COMMAND}`.
+""",
+    ),
+    Patch(
+        concerns.EXTEND_WIDTH,
+        "[Spec] Size the draft-extend hidden states from the target and the drafter's aux layers",
+        f"""\
+## Motivation
+
+The draft-extend forward after verify is fed the target's hidden states: for EAGLE-3 with
+aux hidden states, the concatenation of the layers the target captures. The v1 worker and
+the extend CUDA-graph runner size them from the draft model's config instead, and
+differently: the idle input of `EAGLEWorker.forward_draft_extend_after_decode` takes
+`draft hidden_size * 3`, the graph buffer `target_hidden_size * 3` when the drafter declares
+it. For a 128-wide drafter of a 256-wide target the two are 384 and 768 wide; for a drafter
+that names four aux layers both are too narrow; without aux hidden states both take the
+draft's width. The idle input `EagleVerifyInput.verify` builds when every request finished
+(no worker in reach) reaches the draft-extend forward as it is.
+
+## Modifications
+
+- `EagleDraftExtendInput(EagleDraftInput)` with its own `hidden_size_for` / `dtype_for`:
+  `eagle_num_aux_hidden_states * target hidden_size` for EAGLE-3 with aux hidden states,
+  the draft's width for STANDALONE (which reads no hidden state of the target), else the
+  target's `spec_hidden_size`; the dtype is the draft model's.
+- `EAGLEWorker.forward_draft_extend_after_decode` builds its idle input from them whenever
+  the batch is idle, which also replaces the one `verify` built; `verify` builds
+  `EagleDraftExtendInput`s; the `EAGLEDraftExtendCudaGraphRunner` buffer takes the same size.
+
+## Behavior changes
+
+The idle input and the graph buffer agree, and equal what the target produces. For a
+drafter as wide as its target with three aux layers (or EAGLE, MTP) nothing changes.
 
 ## Tests
 
 `TestHiddenSizeContract` (both phases on the real workers for EAGLE-3, a narrow drafter,
-four aux layers, aux off, EAGLE, STANDALONE), `TestIdleInputs` (the idle inputs the real
-v1 and v2 workers build), `TestPDMetadataBuffers` (both servers' buffers through the real
-`Scheduler.init_disaggregation`), `TestSizingSitesUseTheContract` and
-`TestOneDtypeAtDtypeAuto.test_every_site_gets_the_targets_dtype`: `{CPU_TEST_COMMAND}`.
-CUDA graphs are not captured on a CPU: the graph runners' buffers are covered by the GPU
-test of the last patch.
+four aux layers, aux off, EAGLE, STANDALONE),
+`TestIdleInputs.test_v1_draft_extend_*` and
+`TestCudaGraphBuffers.test_draft_extend_runner`: `{CPU_TEST_COMMAND}`.
+""",
+    ),
+    Patch(
+        concerns.MULTI_LAYER_WIDTH,
+        "[Spec] Size the multi-layer EAGLE extend buffers with the extend width",
+        f"""\
+## Motivation
+
+The multi-layer workers size the hidden states fed to their draft-extend forward three
+ways: `MultiLayerEagleWorker.forward_draft_extend_after_decode` widens to
+`hidden_size * 3` for every EAGLE-3 drafter, aux hidden states or not, while
+`MultiLayerEagleDraftWorker.req_to_hidden_states_pool` and the
+`MultiLayerEagleDraftExtendCudaGraphRunner` buffer never widen. The pool is copied into the
+graph buffer, so both must hold what the target produces.
+
+## Modifications
+
+The three take `EagleDraftExtendInput.hidden_size_for` / `dtype_for`; the v1 idle input is
+rebuilt whenever the batch is idle, as in `EAGLEWorker`.
+
+## Behavior changes
+
+EAGLE-3 with aux hidden states: the pool and the graph buffer are as wide as the target's
+concatenated hidden states; without aux, the idle input is not widened. MTP (EAGLE) is
+unchanged.
+
+## Tests
+
+`TestIdleInputs.test_multi_layer_v1_draft_extend_rebuilds_the_input_verify_made`,
+`TestIdleInputs.test_multi_layer_v2_hidden_states_pool` and
+`TestCudaGraphBuffers.test_multi_layer_draft_extend_runners`: `{CPU_TEST_COMMAND}`.
+""",
+    ),
+    Patch(
+        concerns.V2_IDLE_WIDTH,
+        "[Spec] Size the v2 workers' idle draft input with the draft model's width",
+        f"""\
+## Motivation
+
+On an idle DP-attention rank, `EAGLEWorkerV2.forward_batch_generation` and
+`MultiLayerEagleWorkerV2.forward_batch_generation` build the draft input with the target's
+`spec_hidden_size` and dtype, and hand it to the draft worker, which consumes the draft
+model's. With an EAGLE-3 drafter narrower than its target (or in another dtype) the idle
+rank fails in the draft forward.
+
+## Modifications
+
+Both take `EagleDraftInput.hidden_size_for(self.draft_worker)` / `dtype_for`.
+
+## Behavior changes
+
+The idle draft input has the draft model's width and dtype. Unchanged where the drafter is
+as wide as its target and in its dtype.
+
+## Tests
+
+`TestIdleInputs.test_v2_worker_without_spec_info` and
+`test_multi_layer_v2_worker_without_spec_info` (the real `forward_batch_generation` up to
+the draft step, with a 128-wide drafter on a 256-wide target): `{CPU_TEST_COMMAND}`.
+""",
+    ),
+    Patch(
+        concerns.PD_STANDALONE,
+        "[Spec] Size the PD decode server's hidden-state buffer for STANDALONE too",
+        f"""\
+## Motivation
+
+In PD disaggregation the prefill server sizes the hidden-state slot of its metadata
+buffers with the draft width when `is_eagle() or is_standalone()`; the decode server only
+when `is_eagle()`, and 16 otherwise. With `--speculative-algorithm STANDALONE` the two
+servers disagree on the size of the buffer the draft state is transferred into.
+
+## Modifications
+
+The decode server's condition is the prefill server's.
+
+## Behavior changes
+
+A STANDALONE decode server allocates the draft width. EAGLE and non-speculative servers
+are unchanged.
+
+## Tests
+
+`TestPDMetadataBuffers.test_standalone_v1` / `_v2` (both servers' buffers through the real
+`Scheduler.init_disaggregation`); `TestSizingSitesUseTheContract` checks that every site
+above is sized through the classmethods with the worker it must use, and
+`TestOneDtypeAtDtypeAuto.test_every_site_gets_the_targets_dtype` that they share one dtype:
+`{CPU_TEST_COMMAND}`.
 """,
     ),
     Patch(

@@ -13,6 +13,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from .concerns import EXTEND_WIDTH, MULTI_LAYER_WIDTH, ROUTING, V2_IDLE_WIDTH
+
 
 class Phase(enum.Enum):
     """Which half of the sizing contract a site belongs to."""
@@ -53,6 +55,9 @@ class Site:
     #: the expression, at the site, of the worker the classmethods resolve
     worker: str
     note: str = ""
+    #: the patch of the series that routes it (``concerns.ORDER``): ``routing`` where the
+    #: classmethods give what the release gave, else the behaviour fix it belongs to
+    concern: str = ROUTING
 
     @property
     def key(self) -> tuple[str, str]:
@@ -78,6 +83,7 @@ SITES: tuple[Site, ...] = (
         Kind.IDLE_INPUT,
         worker="self",
         note="also rebuilds the idle input EagleVerifyInput.verify made",
+        concern=EXTEND_WIDTH,
     ),
     Site(
         SPEC + "multi_layer_eagle_worker.py",
@@ -86,6 +92,7 @@ SITES: tuple[Site, ...] = (
         Kind.IDLE_INPUT,
         worker="self",
         note="also rebuilds the idle input EagleVerifyInput.verify made",
+        concern=MULTI_LAYER_WIDTH,
     ),
     # Idle inputs of the v2 workers: the draft worker consumes them.
     Site(
@@ -94,6 +101,7 @@ SITES: tuple[Site, ...] = (
         Phase.DECODE,
         Kind.IDLE_INPUT,
         worker="self.draft_worker",
+        concern=V2_IDLE_WIDTH,
     ),
     Site(
         SPEC + "multi_layer_eagle_worker_v2.py",
@@ -101,6 +109,7 @@ SITES: tuple[Site, ...] = (
         Phase.DECODE,
         Kind.IDLE_INPUT,
         worker="self.draft_worker",
+        concern=V2_IDLE_WIDTH,
     ),
     # Idle inputs built in verify, where no worker is in reach.
     Site(
@@ -110,6 +119,7 @@ SITES: tuple[Site, ...] = (
         Kind.DETACHED_IDLE_INPUT,
         worker="",
         note="all-idle batch; all requests finished",
+        concern=EXTEND_WIDTH,
     ),
     # CUDA-graph buffers.
     Site(
@@ -126,6 +136,7 @@ SITES: tuple[Site, ...] = (
         Kind.BUFFER,
         worker="self.eagle_worker",
         note="two branches (EAGLE-3 with aux, otherwise) become one buffer",
+        concern=EXTEND_WIDTH,
     ),
     Site(
         SPEC + "multi_layer_eagle_draft_extend_cuda_graph_runner.py",
@@ -133,6 +144,7 @@ SITES: tuple[Site, ...] = (
         Phase.EXTEND,
         Kind.BUFFER,
         worker="self.eagle_worker",
+        concern=MULTI_LAYER_WIDTH,
     ),
     # PD disaggregation: the draft state carried from the prefill to the decode server.
     Site(
@@ -153,6 +165,7 @@ SITES: tuple[Site, ...] = (
             "req_to_hidden_states_pool holds the hidden states fed to the MTP layers and "
             "is copied into the extend graph buffer, so it takes the extend width"
         ),
+        concern=MULTI_LAYER_WIDTH,
     ),
 )
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from .. import inserted
-from ..concerns import DTYPE, PARSER, ROUTING, VALIDATION, enabled
+from ..concerns import DTYPE, EXTEND_WIDTH, PARSER, ROUTING, VALIDATION, enabled
 from ..engine import Finding, Rule
 from ..sites import CONTRACT_FILE, DecodePhase, ExtendPhase
 from ..syntax import statements
@@ -72,7 +72,7 @@ class ContractRule(Rule):
         anchor_line = original_classes[DecodePhase]
 
         # The extend-phase class, right after EagleDraftInput.
-        if not enabled(ROUTING):
+        if not enabled(EXTEND_WIDTH):
             pass
         elif ExtendPhase in classes:
             self.report(original_classes[ExtendPhase], "extend-contract", Finding.ROUTED, ExtendPhase)

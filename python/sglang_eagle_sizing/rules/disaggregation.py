@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..concerns import ROUTING
+from ..concerns import PD_STANDALONE, SIZING_CONCERNS, enabled
 from ..engine import Finding, Rule
 from ..sites import Kind, SITES, site_for
 from ..syntax import (
@@ -40,7 +40,7 @@ def _conditional(arg: cst.Arg | None) -> cst.IfExp | None:
 
 
 class MetadataBufferRule(Rule):
-    concerns = (ROUTING,)
+    concerns = SIZING_CONCERNS
     files = FILES
 
     def __init__(self, file: str):
@@ -102,7 +102,11 @@ class MetadataBufferRule(Rule):
                 arg = arg.with_changes(
                     value=arg.value.with_changes(
                         body=cst.parse_expression(wanted[name]),
-                        test=cst.parse_expression(CONDITION),
+                        test=(
+                            cst.parse_expression(CONDITION)
+                            if enabled(PD_STANDALONE)
+                            else arg.value.test
+                        ),
                     )
                 )
             args.append(arg)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..concerns import ROUTING
+from ..concerns import SIZING_CONCERNS, enabled
 from ..engine import Finding, Rule
 from ..sites import Kind, Phase, SITES, site_for
 from ..syntax import (
@@ -55,13 +55,15 @@ def _idle_test(node: cst.CSTNode) -> str | None:
 
 
 class ExtendIdleRule(Rule):
-    concerns = (ROUTING,)
+    concerns = SIZING_CONCERNS
     files = FILES
 
     def leave_FunctionDef(self, original_node, updated_node):
         site = site_for(self.file, self.scope)
         updated_node = super().leave_FunctionDef(original_node, updated_node)
         if site is None or site.kind is not Kind.IDLE_INPUT or site.phase is not Phase.EXTEND:
+            return updated_node
+        if not enabled(site.concern):
             return updated_node
         input_class = site.phase.input_class
         body = list(updated_node.body.body)

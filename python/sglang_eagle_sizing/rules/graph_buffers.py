@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..concerns import ROUTING
+from ..concerns import SIZING_CONCERNS, enabled
 from ..engine import Finding, Rule
 from ..sites import Kind, site_for
 from ..syntax import (
@@ -54,7 +54,7 @@ def buffer_call(node: cst.CSTNode) -> bool:
 
 
 class BufferRule(Rule):
-    concerns = (ROUTING,)
+    concerns = SIZING_CONCERNS
     needles = ("hidden_size",)
 
     def __init__(self, file: str):
@@ -99,6 +99,8 @@ class BufferRule(Rule):
             return updated_node
         _, call, shape = found
         site = site_for(self.file, self.scope)
+        if not enabled(site.concern):
+            return updated_node
         input_class = site.phase.input_class
         width = f"{input_class}.hidden_size_for({site.worker})"
         dtype = f"{input_class}.dtype_for({site.worker})"

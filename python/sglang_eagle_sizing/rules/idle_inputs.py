@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..concerns import ROUTING
+from ..concerns import SIZING_CONCERNS, enabled
 from ..engine import Finding, Rule
 from ..sites import ExtendPhase, Kind, Phase, site_for
 from ..syntax import (
@@ -80,7 +80,7 @@ def route_args(call: cst.Call, input_class: str, worker: str) -> cst.Call:
 
 
 class IdleInputRule(Rule):
-    concerns = (ROUTING,)
+    concerns = SIZING_CONCERNS
     needles = ("create_idle_input",)
 
     def __init__(self, file: str):
@@ -110,6 +110,8 @@ class IdleInputRule(Rule):
             return updated_node
         if site.kind is Kind.IDLE_INPUT and site.phase is Phase.EXTEND:
             return updated_node  # extend_idle.py owns these
+        if not enabled(site.concern):
+            return updated_node
         if keyword_arg(original_node, "dtype") is None:
             raise self.fail(original_node, f"{site.scope}: idle input without dtype=")
         label = site.phase.value
