@@ -490,7 +490,7 @@ class EagleVerifyInput:
 
     @classmethod
     def create_idle_input(
-        cls, topk: int, spec_steps: int, num_verify_tokens: int, device: torch.device
+        cls, topk: int, spec_steps: int, num_verify_tokens: int, device: str = "cuda"
     ):
         """An input for a batch without requests.
 

@@ -103,7 +103,16 @@ def test_the_table_in_the_docs_is_what_the_series_gives(written):
         assert cells[2:5] == [str(row.files), str(row.source_lines), str(row.test_lines)], line
         assert cells[5].endswith("tests OK") or cells[5] == "(no CPU test yet)", line
         row.fork_test = (int(cells[5].split()[0]), ()) if cells[5].endswith("OK") else None
+        row.failing_before = _recorded_failures(cells[6])
     assert table(rows) in document
+
+
+def _recorded_failures(cell: str) -> tuple[str, ...] | None:
+    if cell == "(adds no CPU test)":
+        return None
+    if cell == "the file does not load":
+        return ("(the file does not load)",)
+    return () if cell == "all pass" else ("",) * int(cell.split()[0])
 
 
 def test_a_test_class_without_a_concern_is_refused():

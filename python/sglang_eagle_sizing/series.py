@@ -98,6 +98,16 @@ The flag takes the same value for every drafter 0.5.11 accepts. A malformed `eag
 or layer-id list is refused at start-up, before the weights load. The multi-layer workers
 now have both attributes.
 
+## Design notes
+
+- The helpers live in `eagle_info.py`, beside the inputs whose sizes depend on them, so the
+  workers, the graph runners and the scheduler import one module. `ModelRunner` imports them
+  inside `__init__`, as it does for DFLASH, because `eagle_info` imports `model_runner`.
+- The four workers have no common base that builds the draft model, so each reads the draft
+  config right before it builds its own; the draft `TpModelWorker` still builds its
+  `ModelConfig` as before. The second read of `config.json` comes from the local (or hub)
+  cache: milliseconds.
+
 ## Tests
 
 `TestEagleConfigParser` (every accepted and refused form) and `TestWorkerStartUp` (the four
@@ -162,6 +172,14 @@ model is built. EAGLE-3 only; other algorithms are not checked.
 The drafters above are refused at start-up with a `ValueError` naming the key, its value,
 what was expected and both config paths, instead of failing at the first request. Every
 drafter that served before still serves.
+
+## Design notes
+
+Each refusal is of a drafter that cannot serve: a declared `num_aux_hidden_states` other than
+the captured layers means an `fc` weight of another shape, which fails when the weights load;
+the width checks mirror how `llama_eagle3.py` builds `fc` (`3 * hidden_size`, or
+`target_hidden_size`) and the default capture of `LlamaForCausalLM`
+(`[2, L // 2, L - 3]`), and are skipped for other architectures.
 
 ## Tests
 
@@ -234,6 +252,14 @@ contract and moves the places that already agree with it, with no behavior chang
 
 None.
 
+## Design notes
+
+- `hidden_size_for(worker)` takes whatever object the site has at hand, so no site needs a
+  new attribute; `get_draft_runner` is the one resolver of the draft runner from those
+  objects (`Scheduler._get_draft_kv_pool` resolves the draft KV pool, not the runner).
+- `_spec_hidden_size` falls back to `hidden_size` for `ModelConfig`s without
+  `spec_hidden_size` (0.5.9 and 0.5.10, which take the same change).
+
 ## Tests
 
 `TestIdleInputs.test_v1_draft_step`, `TestPDMetadataBuffers` (both servers' buffers through
@@ -272,6 +298,12 @@ draft's width. The idle input `EagleVerifyInput.verify` builds when every reques
 
 The idle input and the graph buffer agree, and equal what the target produces. For a
 drafter as wide as its target with three aux layers (or EAGLE, MTP) nothing changes.
+
+## Design notes
+
+`EagleDraftExtendInput` subclasses `EagleDraftInput` and keeps its `spec_input_type`: every
+consumer of the draft-extend input (`isinstance` checks, `SpecInputType.EAGLE_DRAFT`
+dispatch in the attention backends) treats it as before; only its sizes are its own.
 
 ## Tests
 
@@ -360,6 +392,11 @@ The decode server's condition is the prefill server's.
 A STANDALONE decode server allocates the draft width. EAGLE and non-speculative servers
 are unchanged.
 
+## Design notes
+
+The PD buffers were routed (no behavior change) two patches earlier; this patch only
+changes the decode server's condition, so the fix reads alone.
+
 ## Tests
 
 `TestPDMetadataBuffers.test_standalone_v1` / `_v2` (both servers' buffers through the real
@@ -395,10 +432,17 @@ padded batch initialises the attention metadata. The Triton and FlashInfer backe
 An idle rank under DP attention with the Triton or FlashInfer backend serves instead of
 failing. Nothing changes for a batch with requests.
 
+## Design notes
+
+`EagleVerifyInput.create_idle_input`'s new `device` parameter defaults to `"cuda"`, what it
+hard-coded, so callers outside these workers keep working.
+
 ## Tests
 
 `TestIdleInputsCarryAttentionIndices`: every idle input the workers build carries one
-int32 zero and no indices on the worker's device: `{CPU_TEST_COMMAND}`.
+int32 zero and no indices on the worker's device. `TestPaddedIdleBatchOnTriton`: each of
+them, padded by `prepare_mlp_sync_batch` on the idle one of two DP ranks, through the real
+`TritonAttnBackend.init_forward_metadata`: `{CPU_TEST_COMMAND}`.
 """,
     ),
     Patch(
@@ -426,9 +470,19 @@ reads.
 
 The padded batches above decode. Batches whose metadata covers every row are unchanged.
 
+## Design notes
+
+The guards act only on rows `kv_indptr` does not describe, which no request reads. The
+alternative, building the draft decode metadata after the DP padding, changes the EAGLE draft
+loop of both workers; the guard keeps the change inside the backends, for their owners to
+judge.
+
 ## Tests
 
-Run on a CPU with the Triton kernels interpreted: `{CPU_TEST_COMMAND}`.
+`TestPaddedDecodeOnTriton`: one request's metadata, the batch padded to two rows, the real
+`TritonAttnBackend.forward_decode` with Triton's kernels interpreted on the CPU
+(`TRITON_INTERPRET=1`): the real row equals the unpadded output, the padded row is zero:
+`{CPU_TEST_COMMAND}`. FlashInfer does not run on a CPU.
 """,
     ),
     Patch(

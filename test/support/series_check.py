@@ -78,6 +78,9 @@ class Commit:
     fork_test: tuple[int, tuple[str, ...]] | None
     #: pyflakes findings in the touched files that the commit before did not have
     new_pyflakes: set[tuple[str, str, str]]
+    #: the commit's CPU test run on the tree before it: the tests that fail there (what
+    #: the commit fixes or adds); None: not run
+    failing_before: tuple[str, ...] | None = None
 
 
 def check_commit(
@@ -86,6 +89,12 @@ def check_commit(
     git(clone, "checkout", "-q", f"{commit}~1")
     touched = [k for k in step.files if k.endswith(".py")]
     before = pyflakes(clone, touched)
+    failing_before = None
+    if run_fork_test and CPU_TEST in step.files and step.files[CPU_TEST][1]:
+        later = clone.parent / f"{clone.name}-next-test" / Path(CPU_TEST).name
+        later.parent.mkdir(exist_ok=True)
+        later.write_text(step.files[CPU_TEST][1])
+        failing_before = run_test_file(clone / "python", later).failed
     git(clone, "checkout", "-q", commit)
     after = pyflakes(clone, touched)
     fork_test = None
@@ -99,14 +108,16 @@ def check_commit(
         step.test_lines(),
         fork_test,
         after - before,
+        failing_before,
     )
 
 
 def table(commits: list[Commit]) -> str:
     rows = [
         TABLE_START,
-        "| # | subject | files | source lines | test lines | fork CPU test after it | new pyflakes |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| # | subject | files | source lines | test lines | fork CPU test after it "
+        "| its tests on the tree before it | new pyflakes |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for number, c in enumerate(commits, start=1):
         if c.fork_test is None:
@@ -116,9 +127,15 @@ def table(commits: list[Commit]) -> str:
         else:
             test = f"{c.fork_test[0]} tests OK"
         subject = c.subject.replace("|", "\\|")
+        if c.failing_before is None:
+            before = "(adds no CPU test)"
+        elif c.failing_before == ("(the file does not load)",):
+            before = "the file does not load"
+        else:
+            before = f"{len(c.failing_before)} fail" if c.failing_before else "all pass"
         rows.append(
             f"| {number} | {subject} | {c.files} | {c.source_lines} | {c.test_lines} "
-            f"| {test} | {len(c.new_pyflakes) or 'none'} |"
+            f"| {test} | {before} | {len(c.new_pyflakes) or 'none'} |"
         )
     rows.append(TABLE_END)
     return "\n".join(rows) + "\n"

@@ -75,9 +75,11 @@ def _with_device_parameter(function: cst.FunctionDef) -> cst.FunctionDef:
     names = [p.name.value for p in function.params.params]
     if "device" in names:
         return function
+    # A default keeps every caller the release does not know working as before.
     device = cst.Param(
         name=cst.Name("device"),
-        annotation=cst.Annotation(cst.parse_expression("torch.device")),
+        annotation=cst.Annotation(cst.parse_expression("str")),
+        default=cst.SimpleString('"cuda"'),
     )
     params = function.params.with_changes(params=[*function.params.params, device])
     return function.with_changes(params=params).visit(_CudaToDevice())
