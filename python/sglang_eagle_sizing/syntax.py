@@ -333,6 +333,11 @@ class _ReadNames(cst.CSTVisitor):
     def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
         if isinstance(node.target, cst.Name):
             return False  # a plain local assigned, not read
+        if isinstance(node.target, cst.Tuple):  # `a, b = ...`: a and b are assigned
+            for element in node.target.elements:
+                if not isinstance(element.value, cst.Name):
+                    element.value.visit(self)
+            return False
         return True
 
 
@@ -381,6 +386,19 @@ class _DropLocals(cst.CSTTransformer):
         if mentions_hidden_width(value) or "dtype" in code_of(value):
             return False
         return _calls(value)
+
+    def leave_AssignTarget(self, original_node, updated_node):
+        # `pool, model_config = ...`: a name no longer read becomes `_`.
+        target = updated_node.target
+        if not isinstance(target, cst.Tuple):
+            return updated_node
+        elements = [
+            e.with_changes(value=cst.Name("_"))
+            if isinstance(e.value, cst.Name) and e.value.value in self.names
+            else e
+            for e in target.elements
+        ]
+        return updated_node.with_changes(target=target.with_changes(elements=elements))
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False  # a nested function's locals are its own
