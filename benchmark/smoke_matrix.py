@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import sys
 import tempfile
@@ -70,7 +71,10 @@ def _accept(run: dict | None) -> str:
 def _error(run: dict | None) -> str:
     if not run or run.get("status") in ("served", None):
         return ""
-    return (run.get("error") or run.get("status", "")).replace("|", "\\|")[:200]
+    text = run.get("error") or run.get("status", "")
+    # The models sit in the run's scratch folder: no machine path in the table.
+    text = re.sub(r"/\S*?/models/", "<workdir>/models/", text)
+    return text.replace("|", "\\|")[:200]
 
 
 def _tokens(entry: dict, refused: str) -> str:
