@@ -110,8 +110,8 @@ def _imported_modules(path: Path) -> list[str]:
 def test_cpu_test_stubs_sgl_kernel_before_the_worker_modules():
     """The CPU file imports the real worker, scheduler and model-runner modules; on a CPU
     runner ``sgl_kernel`` cannot load (no libcuda), so SGLang's own
-    ``maybe_stub_sgl_kernel()`` (the file's own stand-in on releases without it, 0.5.9) is
-    called before the first of those imports."""
+    ``maybe_stub_sgl_kernel()`` is called before the first of those imports (releases
+    without it, 0.5.9, get it from ``support/older_release_compat.py``)."""
     tree = ast.parse(CPU_TEST.read_text())
     stub_line = next(
         node.lineno

@@ -1001,18 +1001,24 @@ class Run:
 
 
 def run_test_file(
-    root: Path, test_file: Path, timeout: int = 600, libcuda: Path | None = None
+    root: Path,
+    test_file: Path,
+    timeout: int = 600,
+    libcuda: Path | None = None,
+    runner: Path | None = None,
 ) -> Run:
     """``python3 <test_file>`` with ``root`` (holding ``sglang/``) first on the path, as
     SGLang's CI runs a registered test; no network. Without ``libcuda`` (a folder holding
-    the libcuda stub) sgl_kernel cannot load, as on SGLang's CPU runners."""
+    the libcuda stub) sgl_kernel cannot load, as on SGLang's CPU runners. ``runner``: a
+    script that runs the file (``python3 <runner> <test_file>``), e.g.
+    ``older_release_compat.py`` for a release before 0.5.11."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH")}
     env.update(PYTHONPATH=str(root), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     if libcuda is not None:
         env["LD_LIBRARY_PATH"] = str(libcuda)
     start = time.monotonic()
     result = subprocess.run(
-        [sys.executable, str(test_file)],
+        [sys.executable, *([str(runner)] if runner else []), str(test_file)],
         env=env,
         cwd=root,
         capture_output=True,

@@ -20,76 +20,35 @@ files that vary only the fields sizing reads.
 
 Worker modules import ``sgl_kernel``, which needs a GPU driver: on a CPU runner
 ``maybe_stub_sgl_kernel`` replaces it with an empty stub before those imports (no
-``sgl_kernel`` kernel runs here; no CUDA graph is captured). Releases before 0.5.10 have no
-such helper in ``sglang.test.test_utils``; ``stub_sgl_kernel_if_missing`` stands in for it
-there.
+``sgl_kernel`` kernel runs here; no CUDA graph is captured).
 
-The last class reads the files the sizing patch touches with ``ast``: every sizing site
-goes through the classmethods with the worker and the condition it must use.
+The last class reads, with ``ast``, the classes that hold a sizing site: where 0.5.11's
+inline size equals the classmethods' (so no behaviour differs), the size must still come
+from the classmethods.
 """
 
-import importlib.abc
-import importlib.util
 import os
-import sys
-import types
-from unittest import mock
 
 # Triton kernels run on CPU tensors in Triton's interpreter; it is chosen when a kernel
 # is defined, so before the first import of an SGLang module.
 os.environ["TRITON_INTERPRET"] = "1"
 
-from sglang.test import test_utils
 from sglang.test.ci.ci_register import register_cpu_ci
-from sglang.test.test_utils import CustomTestCase
+from sglang.test.test_utils import CustomTestCase, maybe_stub_sgl_kernel
 
-
-class _MockedPackageFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Imports ``package`` and its submodules as empty modules whose every attribute
-    is a ``MagicMock``: no code of theirs runs in this file."""
-
-    def __init__(self, package: str):
-        self.package = package
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname.partition(".")[0] != self.package:
-            return None
-        return importlib.util.spec_from_loader(fullname, self, is_package=True)
-
-    def create_module(self, spec):
-        module = types.ModuleType(spec.name)
-        module.__getattr__ = lambda name: mock.MagicMock()
-        return module
-
-    def exec_module(self, module):
-        pass
-
-
-def stub_sgl_kernel_if_missing():
-    """What ``maybe_stub_sgl_kernel`` does, for releases that lack it (before 0.5.10):
-    when ``sgl_kernel`` cannot load (no GPU driver), import it as a mocked package."""
-    try:
-        import sgl_kernel  # noqa: F401
-    except (ImportError, OSError):
-        sys.meta_path.insert(0, _MockedPackageFinder("sgl_kernel"))
-
-
-maybe_stub_sgl_kernel = getattr(
-    test_utils, "maybe_stub_sgl_kernel", stub_sgl_kernel_if_missing
-)
 maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 
 register_cpu_ci(est_time=30, suite="stage-a-test-cpu")
 
 import ast
 import contextlib
-import functools
 import json
 import logging
 import tempfile
 import unittest
 from types import SimpleNamespace
 from typing import Dict, List, Optional, Tuple
+from unittest import mock
 
 import torch
 
@@ -97,7 +56,6 @@ import sglang
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.distributed import parallel_state
 from sglang.srt.layers import dp_attention
-from sglang.srt.layers.attention import flashattention_backend
 from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
 from sglang.srt.layers.radix_attention import RadixAttention
 from sglang.srt.managers import scheduler as scheduler_module
@@ -215,22 +173,8 @@ STANDALONE_DRAFTER = llama(hidden_size=128, torch_dtype="float16", num_hidden_la
 
 
 def spec_width(config: dict) -> int:
-    """The width of a model's hidden state: hidden_size, times hc_mult when set and the
-    release serves hyper-connection models."""
-    hc_mult = config.get("hc_mult", 1) if serves_hyper_connections() else 1
-    return config["hidden_size"] * hc_mult
-
-
-@functools.lru_cache(maxsize=None)
-def serves_hyper_connections() -> bool:
-    """Whether this release's ModelConfig widens a hyper-connection model's hidden state
-    (``spec_hidden_size``, 0.5.11 on); before it no model reads ``hc_mult`` and every
-    hidden state is ``hidden_size`` wide."""
-    folders = ConfigFolders()
-    try:
-        return hasattr(folders.model_config(HC_TARGET), "spec_hidden_size")
-    finally:
-        folders.cleanup()
+    """The width of a model's hidden state: hidden_size, times hc_mult when set."""
+    return config["hidden_size"] * config.get("hc_mult", 1)
 
 
 def built_dtype(algorithm: str, draft: dict, target: dict) -> str:
@@ -393,8 +337,6 @@ def draft_model_seams(loads: List[str], stop_at_loader: bool = False):
         (tp_worker_module, "broadcast_pyobj", lambda data, *args, **kwargs: data),
         (DraftBackendFactory, "create_decode_backend", lambda self: None),
         (DraftBackendFactory, "create_draft_extend_backend", lambda self: None),
-        # the multi-layer v2 worker built this one itself before 0.5.11
-        (flashattention_backend, "FlashAttentionBackend", lambda **kwargs: None),
     ):
         stack.enter_context(mock.patch.object(target, name, value))
     return stack
@@ -1120,24 +1062,10 @@ class TestOneDtypeAtDtypeAuto(WorkerTestCase):
         self.assertEqual(draft_config.dtype, torch.float16)
 
 
-def tell_model_what_to_capture(runner: ModelRunner):
-    """Pass the layers ``runner.__init__`` chose to ``runner.model``, with the runner's
-    own ``init_aux_hidden_state_capture``. Releases before 0.5.11 have none: their
-    ``initialize`` does it inline after loading the model, from the same two attributes,
-    as done here."""
-    capture = getattr(runner, "init_aux_hidden_state_capture", None)
-    if capture is not None:
-        capture()
-    elif runner.eagle_use_aux_hidden_state:
-        runner.model.set_eagle3_layers_to_capture(
-            runner.eagle_aux_hidden_state_layer_ids
-        )
-
-
 class TestTargetCapture(CustomTestCase):
     """The target ModelRunner's own ``__init__`` decides which layers the target captures
     for an EAGLE-3 drafter; it runs here up to ``model_specific_adjustment`` (what follows
-    is device set-up), then the model is told (``tell_model_what_to_capture``)."""
+    is device set-up), then its ``init_aux_hidden_state_capture`` tells the model."""
 
     @classmethod
     def setUpClass(cls):
@@ -1172,7 +1100,7 @@ class TestTargetCapture(CustomTestCase):
                     server_args=server_args,
                 )
         runner.model = TargetModelStandIn()
-        tell_model_what_to_capture(runner)
+        runner.init_aux_hidden_state_capture()
         return runner.model.captured_layer_ids
 
     def test_the_drafters_layer_ids(self):
