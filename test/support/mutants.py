@@ -13,8 +13,8 @@ Test infrastructure, not product. Each mutant is one changed file:
 - **path** mutants: the code around the sites broken (the target's capture, the PD buffers,
   the workers' start-up and idle inputs, the attention backends);
 - **false alarm** and **benign refactor** mutants: changes that are not bugs (an unrelated
-  buffer; black at another line length, an ``or``'s operands swapped, a local renamed,
-  keyword arguments reordered), on which the fork's test must pass.
+  buffer; black at another line length, an ``or``'s operands swapped, a local renamed, a
+  width bound to a local, keyword arguments reordered), on which the fork's test must pass.
 
 A mutant tree is a forest of symlinks to the patched tree, with real folders only along the
 path of the changed file, so building one costs nothing.
@@ -915,6 +915,21 @@ BENIGN_REFACTOR_MUTATIONS = [
         "speculative/eagle_worker.py",
         lambda t: _rename_local(
             t, "EAGLEWorker.forward_draft_extend_after_decode", "batch", "schedule_batch"
+        ),
+    ),
+    (
+        "benign: the width bound to a local",
+        "EAGLEDraftCudaGraphRunner.__init__ binds the decode width to a local hidden_size "
+        "and sizes the hidden-state buffer with it",
+        "speculative/eagle_draft_cuda_graph_runner.py",
+        lambda t: _replace_in_function(
+            t,
+            "EAGLEDraftCudaGraphRunner.__init__",
+            "            hidden_states = torch.zeros(\n"
+            "                (self.max_bs, EagleDraftInput.hidden_size_for(self.eagle_worker)),\n",
+            "            hidden_size = EagleDraftInput.hidden_size_for(self.eagle_worker)\n"
+            "            hidden_states = torch.zeros(\n"
+            "                (self.max_bs, hidden_size),\n",
         ),
     ),
     (

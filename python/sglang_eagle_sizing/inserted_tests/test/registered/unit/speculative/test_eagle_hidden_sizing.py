@@ -1773,20 +1773,35 @@ def methods_of(cls: ast.ClassDef):
 
 
 def local_values(function: ast.FunctionDef) -> Dict[str, ast.AST]:
-    """Locals bound once, by a plain assignment: name -> the expression bound."""
-    bound: Dict[str, List[ast.AST]] = {}
+    """Locals bound once, by a plain assignment, and in no other way (not parameters):
+    name -> the expression bound."""
+    bound: Dict[str, List[Optional[ast.AST]]] = {}
+    plain = set()
     for node in ast.walk(function):
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target, value = node.targets[0], node.value
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
             target, value = node.target, node.value
         else:
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                bound.setdefault(node.id, []).append(None)  # rebound otherwise
             continue
         if isinstance(target, ast.Name):
             bound.setdefault(target.id, []).append(value)
-    return {name: values[0] for name, values in bound.items() if len(values) == 1}
+            plain.add(id(target))
+    for node in ast.walk(function):
+        if (
+            isinstance(node, ast.Name)
+            and isinstance(node.ctx, (ast.Store, ast.Del))
+            and id(node) not in plain
+        ):
+            bound.setdefault(node.id, []).append(None)  # bound some other way too
+    arguments = function.args
+    for argument in arguments.posonlyargs + arguments.args + arguments.kwonlyargs:
+        bound.setdefault(argument.arg, []).append(None)
+    return {
+        name: values[0]
+        for name, values in bound.items()
+        if len(values) == 1 and values[0] is not None
+    }
 
 
 def resolved(node: Optional[ast.AST], values: Dict[str, ast.AST], depth: int = 8):
