@@ -4,8 +4,9 @@ that tree; the GPU end-to-end test imports, is registered, and builds the right 
 
 The mutants (test/support/mutants.py) put one routed sizing site back to its 0.5.11 expression,
 break one rule of the contract in the inserted code, break a path around the sites (the target's
-capture, the PD buffers, the workers' start-up and idle inputs), or add something that is not a
-bug (which must pass). Each is a separate `python3 <file>` run, two at a time. CI runs the
+capture, the PD buffers, the workers' start-up and idle inputs), or make a change that is not a
+bug (an unrelated buffer, or a benign refactor such as black at another line length: these must
+pass). Each is a separate `python3 <file>` run, two at a time. CI runs the
 sample CI_SAMPLE; scripts/fork_mutation_table.py runs them all and writes the table of
 docs/fork-tests.md, whose sampled rows this file checks.
 """
@@ -24,6 +25,7 @@ from sglang_eagle_sizing.sites import SITES, Kind
 
 sys.path.insert(0, str(SUPPORT))
 from mutants import (
+    NOT_BUGS,
     Mutant,
     all_mutants,
     mutant_root,
@@ -52,8 +54,9 @@ RULE_FAMILIES = (
     "start-up",
 )
 #: The mutants CI runs (scripts/fork_mutation_table.py runs them all): one per site kind
-#: and rule family, the paths the CPU test reaches through the real workers, and the
-#: false alarm. test_ci_sample_covers_every_rule_and_site_kind keeps it covering.
+#: and rule family, the paths the CPU test reaches through the real workers, the false
+#: alarm and the benign refactor a textual guard would fail on.
+#: test_ci_sample_covers_every_rule_and_site_kind keeps it covering.
 CI_SAMPLE = (
     "site EAGLEWorker.forward_draft_extend_after_decode",
     "site EagleVerifyInput.verify #1",
@@ -71,6 +74,7 @@ CI_SAMPLE = (
     "target capture: layer ids shifted by one",
     "idle: EAGLEWorkerV2 sizes from the target worker",
     "not a bug: a DFLASH buffer",
+    "benign: the PD condition's operands swapped",
 )
 
 
@@ -106,8 +110,8 @@ def _imported_modules(path: Path) -> list[str]:
 def test_cpu_test_stubs_sgl_kernel_before_the_worker_modules():
     """The CPU file imports the real worker, scheduler and model-runner modules; on a CPU
     runner ``sgl_kernel`` cannot load (no libcuda), so SGLang's own
-    ``maybe_stub_sgl_kernel()`` (the file's own stand-in on releases without it, 0.5.9) is
-    called before the first of those imports."""
+    ``maybe_stub_sgl_kernel()`` is called before the first of those imports (releases
+    without it, 0.5.9, get it from ``support/older_release_compat.py``)."""
     tree = ast.parse(CPU_TEST.read_text())
     stub_line = next(
         node.lineno
@@ -184,16 +188,16 @@ def test_sampled_mutants_are_killed(mutation_runs):
     survivors = [
         m.name
         for m, run in results
-        if run.returncode == 0 and m.family != "false alarm" and m.name not in GPU_ONLY
+        if run.returncode == 0 and m.family not in NOT_BUGS and m.name not in GPU_ONLY
     ]
     assert survivors == []
     loads = [m.name for m, run in results if run.failed == ("(the file does not load)",)]
     assert loads == [], "a mutant must fail a test, not the import of the file"
 
 
-def test_false_alarm_mutants_pass(mutation_runs):
+def test_mutants_that_are_not_bugs_pass(mutation_runs):
     _, results = mutation_runs
-    alarms = [(m.name, run.failed) for m, run in results if m.family == "false alarm" and run.returncode != 0]
+    alarms = [(m.name, run.failed) for m, run in results if m.family in NOT_BUGS and run.returncode != 0]
     assert alarms == []
 
 
@@ -211,7 +215,7 @@ def test_mutants_cover_every_site_and_rule(all_mutants_of_the_tree):
     rules = [n for n in names if n.startswith("rule ")]
     for rule in RULE_FAMILIES:
         assert any(n.startswith(f"rule {rule}") for n in rules), rule
-    assert {m.family for m in all_mutants_of_the_tree} == {"site", "rule", "path", "false alarm"}
+    assert {m.family for m in all_mutants_of_the_tree} == {"site", "rule", "path", *NOT_BUGS}
 
 
 def test_ci_sample_covers_every_rule_and_site_kind(all_mutants_of_the_tree):
@@ -219,8 +223,8 @@ def test_ci_sample_covers_every_rule_and_site_kind(all_mutants_of_the_tree):
     assert {m.kind for m in sample if m.family == "site"} == {kind.value for kind in Kind}
     for rule in RULE_FAMILIES:
         assert any(m.name.startswith(f"rule {rule}") for m in sample), rule
-    assert {m.family for m in sample} == {"site", "rule", "path", "false alarm"}
-    assert len(sample) <= 16  # about 2 minutes on two cores
+    assert {m.family for m in sample} == {"site", "rule", "path", *NOT_BUGS}
+    assert len(sample) <= 17  # about 2 minutes on two cores
 
 
 def test_mutation_table_in_docs_is_current(all_mutants_of_the_tree, mutation_runs):

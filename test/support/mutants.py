@@ -1,6 +1,6 @@
 """Mutants of the patched SGLang tree, for showing that the fork's CPU test has teeth.
 
-Test infrastructure, not product. Two families, each mutant one changed file:
+Test infrastructure, not product. Each mutant is one changed file:
 
 - **site** mutants: for each site of ``sites.SITES`` and each of its occurrences, the patched
   tree with that one sizing call (idle input, buffer allocation, ``MetadataBuffers``) replaced
@@ -9,7 +9,12 @@ Test infrastructure, not product. Two families, each mutant one changed file:
 - **rule** mutants: the patched tree with one rule of the contract broken, in the function the
   patch inserted, found by its name: a body replaced by a plausible wrong rule, one operand or
   branch dropped, or one refusal (``raise``) disabled. A named function or shape that is not
-  found raises ``MutantError``: the table cannot silently lose a mutant.
+  found raises ``MutantError``: the table cannot silently lose a mutant;
+- **path** mutants: the code around the sites broken (the target's capture, the PD buffers,
+  the workers' start-up and idle inputs, the attention backends);
+- **false alarm** and **benign refactor** mutants: changes that are not bugs (an unrelated
+  buffer; black at another line length, an ``or``'s operands swapped, a local renamed, a
+  width bound to a local, keyword arguments reordered), on which the fork's test must pass.
 
 A mutant tree is a forest of symlinks to the patched tree, with real folders only along the
 path of the changed file, so building one costs nothing.
@@ -26,6 +31,8 @@ import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import black
 
 from sglang_eagle_sizing import inserted
 from sglang_eagle_sizing.sites import SITES, Kind, Site
@@ -803,9 +810,148 @@ FALSE_ALARM_MUTATIONS = [
 ]
 
 
+# -- benign refactors: what SGLang may do to a patched file without changing a size -------------
+
+
+def _black(text: str, line_length: int) -> str:
+    """The file reformatted by black at another line length."""
+    return black.format_str(text, mode=black.Mode(line_length=line_length))
+
+
+def _swap_or_operands(text: str, qualified: str, reads: str) -> str:
+    """Every two-operand ``or`` of ``qualified`` that reads ``.<reads>()``, operands
+    swapped (last first, so the earlier positions hold)."""
+    function = _function(ast.parse(text), qualified)
+    found = [
+        node
+        for node in ast.walk(function)
+        if isinstance(node, ast.BoolOp)
+        and isinstance(node.op, ast.Or)
+        and len(node.values) == 2
+        and any(
+            isinstance(n, ast.Attribute) and n.attr == reads for n in ast.walk(node)
+        )
+    ]
+    if not found:
+        raise MutantError(f"{qualified}: no `or` reads .{reads}")
+    for node in sorted(found, key=lambda n: (n.lineno, n.col_offset), reverse=True):
+        first, second = (_source(text, v) for v in node.values)
+        text = _replace(text, node, f"{second} or {first}")
+    return text
+
+
+def _rename_local(text: str, qualified: str, old: str, new: str) -> str:
+    """``old`` (a parameter or local of ``qualified``) renamed ``new`` in that function,
+    wherever it is read or bound (last first, so the earlier positions hold)."""
+    function = _function(ast.parse(text), qualified)
+    if any(isinstance(n, ast.Name) and n.id == new for n in ast.walk(function)):
+        raise MutantError(f"{qualified}: {new} is taken")
+    nodes = [
+        n
+        for n in ast.walk(function)
+        if (isinstance(n, ast.Name) and n.id == old)
+        or (isinstance(n, ast.arg) and n.arg == old)
+    ]
+    if not any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) for n in nodes):
+        raise MutantError(f"{qualified}: {old} is never bound there")
+    for node in sorted(nodes, key=lambda n: (n.lineno, n.col_offset), reverse=True):
+        start, end = _span(text, node)
+        text = text[:start] + new + text[start + len(old) :]
+    return text
+
+
+def _reverse_keywords(text: str, qualified: str, callee: str) -> str:
+    """The keyword arguments of the call to ``<x>.<callee>`` in ``qualified`` in the
+    reverse order."""
+    function = _function(ast.parse(text), qualified)
+    call = next(
+        (
+            n
+            for n in ast.walk(function)
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == callee
+            and len(n.keywords) > 1
+            and not n.args
+        ),
+        None,
+    )
+    if call is None:
+        raise MutantError(f"{qualified}: no call to .{callee} with keywords")
+    start = _span(text, call.keywords[0])[0]
+    end = _span(text, call.keywords[-1])[1]
+    separator = ",\n" + " " * call.keywords[0].col_offset
+    reordered = separator.join(_source(text, k) for k in reversed(call.keywords))
+    return text[:start] + reordered + text[end:]
+
+
+#: Refactors that change no size: the fork's CPU test must pass on them (its structural
+#: guard compares syntax trees, not text).
+BENIGN_REFACTOR_MUTATIONS = [
+    (
+        "benign: black at line length 79",
+        "managers/scheduler.py (both PD metadata buffers) reformatted by black at line "
+        "length 79",
+        "managers/scheduler.py",
+        lambda t: _black(t, 79),
+    ),
+    (
+        "benign: black at line length 120",
+        "speculative/eagle_worker.py (the v1 idle inputs) reformatted by black at line "
+        "length 120",
+        "speculative/eagle_worker.py",
+        lambda t: _black(t, 120),
+    ),
+    (
+        "benign: the PD condition's operands swapped",
+        "Scheduler.init_disaggregation tests is_standalone() or is_eagle() for both PD "
+        "buffers' width and dtype",
+        "managers/scheduler.py",
+        lambda t: _swap_or_operands(t, "Scheduler.init_disaggregation", "is_standalone"),
+    ),
+    (
+        "benign: a local renamed",
+        "EAGLEWorker.forward_draft_extend_after_decode calls its batch schedule_batch",
+        "speculative/eagle_worker.py",
+        lambda t: _rename_local(
+            t, "EAGLEWorker.forward_draft_extend_after_decode", "batch", "schedule_batch"
+        ),
+    ),
+    (
+        "benign: the width bound to a local",
+        "EAGLEDraftCudaGraphRunner.__init__ binds the decode width to a local hidden_size "
+        "and sizes the hidden-state buffer with it",
+        "speculative/eagle_draft_cuda_graph_runner.py",
+        lambda t: _replace_in_function(
+            t,
+            "EAGLEDraftCudaGraphRunner.__init__",
+            "            hidden_states = torch.zeros(\n"
+            "                (self.max_bs, EagleDraftInput.hidden_size_for(self.eagle_worker)),\n",
+            "            hidden_size = EagleDraftInput.hidden_size_for(self.eagle_worker)\n"
+            "            hidden_states = torch.zeros(\n"
+            "                (self.max_bs, hidden_size),\n",
+        ),
+    ),
+    (
+        "benign: keyword arguments reordered",
+        "EAGLEWorker._draft_preprocess_idle passes create_idle_input's keyword arguments "
+        "in the reverse order",
+        "speculative/eagle_worker.py",
+        lambda t: _reverse_keywords(t, "EAGLEWorker._draft_preprocess_idle", "create_idle_input"),
+    ),
+]
+
+#: The families whose mutants are not bugs: the fork's CPU test must pass on them.
+NOT_BUGS = ("false alarm", "benign refactor")
+
+
 def path_mutants(patched_srt: Path) -> list[Mutant]:
     mutants = []
-    for family, mutations in (("path", PATH_MUTATIONS), ("false alarm", FALSE_ALARM_MUTATIONS)):
+    for family, mutations in (
+        ("path", PATH_MUTATIONS),
+        ("false alarm", FALSE_ALARM_MUTATIONS),
+        ("benign refactor", BENIGN_REFACTOR_MUTATIONS),
+    ):
         for name, description, file, build in mutations:
             text = (patched_srt / file).read_text()
             mutated = _checked(build(text), name)
@@ -870,18 +1016,24 @@ class Run:
 
 
 def run_test_file(
-    root: Path, test_file: Path, timeout: int = 600, libcuda: Path | None = None
+    root: Path,
+    test_file: Path,
+    timeout: int = 600,
+    libcuda: Path | None = None,
+    runner: Path | None = None,
 ) -> Run:
     """``python3 <test_file>`` with ``root`` (holding ``sglang/``) first on the path, as
     SGLang's CI runs a registered test; no network. Without ``libcuda`` (a folder holding
-    the libcuda stub) sgl_kernel cannot load, as on SGLang's CPU runners."""
+    the libcuda stub) sgl_kernel cannot load, as on SGLang's CPU runners. ``runner``: a
+    script that runs the file (``python3 <runner> <test_file>``), e.g.
+    ``older_release_compat.py`` for a release before 0.5.11."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH")}
     env.update(PYTHONPATH=str(root), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     if libcuda is not None:
         env["LD_LIBRARY_PATH"] = str(libcuda)
     start = time.monotonic()
     result = subprocess.run(
-        [sys.executable, str(test_file)],
+        [sys.executable, *([str(runner)] if runner else []), str(test_file)],
         env=env,
         cwd=root,
         capture_output=True,
@@ -916,7 +1068,7 @@ def mutation_table(results: list[tuple[Mutant, Run]]) -> str:
     ]
     for mutant, run in results:
         killers = ", ".join(f"`{name.split('.')[-1]}`" for name in sorted(run.failed))
-        if mutant.family == "false alarm":
+        if mutant.family in NOT_BUGS:
             outcome = "passes (not a bug)" if run.returncode == 0 else f"**false alarm**: {killers}"
         else:
             outcome = killers or "**survived**"

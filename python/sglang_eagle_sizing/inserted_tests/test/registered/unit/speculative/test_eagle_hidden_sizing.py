@@ -20,76 +20,35 @@ files that vary only the fields sizing reads.
 
 Worker modules import ``sgl_kernel``, which needs a GPU driver: on a CPU runner
 ``maybe_stub_sgl_kernel`` replaces it with an empty stub before those imports (no
-``sgl_kernel`` kernel runs here; no CUDA graph is captured). Releases before 0.5.10 have no
-such helper in ``sglang.test.test_utils``; ``stub_sgl_kernel_if_missing`` stands in for it
-there.
+``sgl_kernel`` kernel runs here; no CUDA graph is captured).
 
-The last class reads the files the sizing patch touches with ``ast``: every sizing site
-goes through the classmethods with the worker and the condition it must use.
+The last class reads, with ``ast``, the classes that hold a sizing site: where 0.5.11's
+inline size equals the classmethods' (so no behaviour differs), the size must still come
+from the classmethods.
 """
 
-import importlib.abc
-import importlib.util
 import os
-import sys
-import types
-from unittest import mock
 
 # Triton kernels run on CPU tensors in Triton's interpreter; it is chosen when a kernel
 # is defined, so before the first import of an SGLang module.
 os.environ["TRITON_INTERPRET"] = "1"
 
-from sglang.test import test_utils
 from sglang.test.ci.ci_register import register_cpu_ci
-from sglang.test.test_utils import CustomTestCase
+from sglang.test.test_utils import CustomTestCase, maybe_stub_sgl_kernel
 
-
-class _MockedPackageFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Imports ``package`` and its submodules as empty modules whose every attribute
-    is a ``MagicMock``: no code of theirs runs in this file."""
-
-    def __init__(self, package: str):
-        self.package = package
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname.partition(".")[0] != self.package:
-            return None
-        return importlib.util.spec_from_loader(fullname, self, is_package=True)
-
-    def create_module(self, spec):
-        module = types.ModuleType(spec.name)
-        module.__getattr__ = lambda name: mock.MagicMock()
-        return module
-
-    def exec_module(self, module):
-        pass
-
-
-def stub_sgl_kernel_if_missing():
-    """What ``maybe_stub_sgl_kernel`` does, for releases that lack it (before 0.5.10):
-    when ``sgl_kernel`` cannot load (no GPU driver), import it as a mocked package."""
-    try:
-        import sgl_kernel  # noqa: F401
-    except (ImportError, OSError):
-        sys.meta_path.insert(0, _MockedPackageFinder("sgl_kernel"))
-
-
-maybe_stub_sgl_kernel = getattr(
-    test_utils, "maybe_stub_sgl_kernel", stub_sgl_kernel_if_missing
-)
 maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 
 register_cpu_ci(est_time=30, suite="stage-a-test-cpu")
 
 import ast
 import contextlib
-import functools
 import json
 import logging
 import tempfile
 import unittest
 from types import SimpleNamespace
 from typing import Dict, List, Optional, Tuple
+from unittest import mock
 
 import torch
 
@@ -97,7 +56,6 @@ import sglang
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.distributed import parallel_state
 from sglang.srt.layers import dp_attention
-from sglang.srt.layers.attention import flashattention_backend
 from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
 from sglang.srt.layers.radix_attention import RadixAttention
 from sglang.srt.managers import scheduler as scheduler_module
@@ -215,22 +173,8 @@ STANDALONE_DRAFTER = llama(hidden_size=128, torch_dtype="float16", num_hidden_la
 
 
 def spec_width(config: dict) -> int:
-    """The width of a model's hidden state: hidden_size, times hc_mult when set and the
-    release serves hyper-connection models."""
-    hc_mult = config.get("hc_mult", 1) if serves_hyper_connections() else 1
-    return config["hidden_size"] * hc_mult
-
-
-@functools.lru_cache(maxsize=None)
-def serves_hyper_connections() -> bool:
-    """Whether this release's ModelConfig widens a hyper-connection model's hidden state
-    (``spec_hidden_size``, 0.5.11 on); before it no model reads ``hc_mult`` and every
-    hidden state is ``hidden_size`` wide."""
-    folders = ConfigFolders()
-    try:
-        return hasattr(folders.model_config(HC_TARGET), "spec_hidden_size")
-    finally:
-        folders.cleanup()
+    """The width of a model's hidden state: hidden_size, times hc_mult when set."""
+    return config["hidden_size"] * config.get("hc_mult", 1)
 
 
 def built_dtype(algorithm: str, draft: dict, target: dict) -> str:
@@ -393,8 +337,6 @@ def draft_model_seams(loads: List[str], stop_at_loader: bool = False):
         (tp_worker_module, "broadcast_pyobj", lambda data, *args, **kwargs: data),
         (DraftBackendFactory, "create_decode_backend", lambda self: None),
         (DraftBackendFactory, "create_draft_extend_backend", lambda self: None),
-        # the multi-layer v2 worker built this one itself before 0.5.11
-        (flashattention_backend, "FlashAttentionBackend", lambda **kwargs: None),
     ):
         stack.enter_context(mock.patch.object(target, name, value))
     return stack
@@ -1120,24 +1062,10 @@ class TestOneDtypeAtDtypeAuto(WorkerTestCase):
         self.assertEqual(draft_config.dtype, torch.float16)
 
 
-def tell_model_what_to_capture(runner: ModelRunner):
-    """Pass the layers ``runner.__init__`` chose to ``runner.model``, with the runner's
-    own ``init_aux_hidden_state_capture``. Releases before 0.5.11 have none: their
-    ``initialize`` does it inline after loading the model, from the same two attributes,
-    as done here."""
-    capture = getattr(runner, "init_aux_hidden_state_capture", None)
-    if capture is not None:
-        capture()
-    elif runner.eagle_use_aux_hidden_state:
-        runner.model.set_eagle3_layers_to_capture(
-            runner.eagle_aux_hidden_state_layer_ids
-        )
-
-
 class TestTargetCapture(CustomTestCase):
     """The target ModelRunner's own ``__init__`` decides which layers the target captures
     for an EAGLE-3 drafter; it runs here up to ``model_specific_adjustment`` (what follows
-    is device set-up), then the model is told (``tell_model_what_to_capture``)."""
+    is device set-up), then its ``init_aux_hidden_state_capture`` tells the model."""
 
     @classmethod
     def setUpClass(cls):
@@ -1172,7 +1100,7 @@ class TestTargetCapture(CustomTestCase):
                     server_args=server_args,
                 )
         runner.model = TargetModelStandIn()
-        tell_model_what_to_capture(runner)
+        runner.init_aux_hidden_state_capture()
         return runner.model.captured_layer_ids
 
     def test_the_drafters_layer_ids(self):
@@ -1775,8 +1703,12 @@ class TestStartupValidation(CustomTestCase):
 
 
 # ---------------------------------------------------------------------------
-# Structural guard: the sizing sites of the files and classes the patch touches go
-# through the classmethods, with the worker and the condition each must use.
+# Structural guard: what no behaviour tells apart. At some sizing sites 0.5.11's inline
+# expression gives the size the classmethods give (the draft's own config), and the idle
+# input ``EagleVerifyInput.verify`` builds is rebuilt by every worker; an inline size
+# put back there, or a new one in these classes, changes nothing a test can run. The
+# guard reads the syntax tree: layout, the order of keyword arguments and the names of
+# locals do not matter.
 # ---------------------------------------------------------------------------
 
 DECODE_CLASS = "EagleDraftInput"
@@ -1784,84 +1716,42 @@ EXTEND_CLASS = "EagleDraftExtendInput"
 INPUT_CLASSES = (DECODE_CLASS, EXTEND_CLASS)
 ALLOCATORS = ("zeros", "empty", "ones", "full")
 
-#: Every sizing site: (file under srt/, "Class.method") -> (input class, worker).
-SIZING_SITES: Dict[Tuple[str, str], Tuple[str, str]] = {
-    ("speculative/eagle_worker.py", "EAGLEWorker._draft_preprocess_idle"): (
-        DECODE_CLASS,
-        "self",
+#: The classes that hold a sizing site (file under srt/ -> classes): every hidden-state
+#: size in them goes through ``hidden_size_for`` / ``dtype_for``.
+SIZING_CLASSES: Dict[str, Tuple[str, ...]] = {
+    "speculative/eagle_worker.py": ("EAGLEWorker",),
+    "speculative/multi_layer_eagle_worker.py": ("MultiLayerEagleWorker",),
+    "speculative/eagle_worker_v2.py": ("EagleDraftWorker", "EAGLEWorkerV2"),
+    "speculative/multi_layer_eagle_worker_v2.py": (
+        "MultiLayerEagleDraftWorker",
+        "MultiLayerEagleWorkerV2",
     ),
-    ("speculative/eagle_worker.py", "EAGLEWorker.forward_draft_extend_after_decode"): (
-        EXTEND_CLASS,
-        "self",
+    "speculative/eagle_draft_cuda_graph_runner.py": ("EAGLEDraftCudaGraphRunner",),
+    "speculative/eagle_draft_extend_cuda_graph_runner.py": (
+        "EAGLEDraftExtendCudaGraphRunner",
     ),
-    (
-        "speculative/multi_layer_eagle_worker.py",
-        "MultiLayerEagleWorker.forward_draft_extend_after_decode",
-    ): (EXTEND_CLASS, "self"),
-    ("speculative/eagle_worker_v2.py", "EAGLEWorkerV2.forward_batch_generation"): (
-        DECODE_CLASS,
-        "self.draft_worker",
+    "speculative/multi_layer_eagle_draft_extend_cuda_graph_runner.py": (
+        "MultiLayerEagleDraftExtendCudaGraphRunner",
     ),
-    (
-        "speculative/multi_layer_eagle_worker_v2.py",
-        "MultiLayerEagleWorkerV2.forward_batch_generation",
-    ): (DECODE_CLASS, "self.draft_worker"),
-    (
-        "speculative/multi_layer_eagle_worker_v2.py",
-        "MultiLayerEagleDraftWorker.__init__",
-    ): (EXTEND_CLASS, "self"),
+    "managers/scheduler.py": ("Scheduler",),
+    "speculative/eagle_info.py": ("EagleVerifyInput",),
+}
+#: The sites no other test here can tell from 0.5.11's: there 0.5.11 reads the draft's
+#: own ``spec_hidden_size`` and dtype (the v1 draft step's idle input, the draft decode
+#: graph buffer, the prefill server's PD buffer), or builds an input every worker
+#: rebuilds (``verify``). Each must still size a hidden state.
+GUARDED_SITES = (
+    ("speculative/eagle_worker.py", "EAGLEWorker._draft_preprocess_idle"),
     (
         "speculative/eagle_draft_cuda_graph_runner.py",
         "EAGLEDraftCudaGraphRunner.__init__",
-    ): (DECODE_CLASS, "self.eagle_worker"),
-    (
-        "speculative/eagle_draft_extend_cuda_graph_runner.py",
-        "EAGLEDraftExtendCudaGraphRunner.__init__",
-    ): (EXTEND_CLASS, "self.eagle_worker"),
-    (
-        "speculative/multi_layer_eagle_draft_extend_cuda_graph_runner.py",
-        "MultiLayerEagleDraftExtendCudaGraphRunner.init_buffers_and_capture",
-    ): (EXTEND_CLASS, "self.eagle_worker"),
-    ("managers/scheduler.py", "Scheduler.init_disaggregation"): (
-        DECODE_CLASS,
-        "self.draft_worker",
     ),
-}
-#: Idle inputs built where no worker is in reach: an EagleDraftExtendInput sized from the
-#: batch, which the v1 workers rebuild with their own sizes before the draft-extend forward.
-DETACHED_IDLE_INPUT_SITE = ("speculative/eagle_info.py", "EagleVerifyInput.verify")
-#: The v1 workers that rebuild it.
-REBUILDING_WORKERS = {
-    "speculative/eagle_worker.py": "EAGLEWorker",
-    "speculative/multi_layer_eagle_worker.py": "MultiLayerEagleWorker",
-}
-#: Which algorithms send a draft state from the prefill to the decode server: both PD
-#: metadata buffers size their hidden-state slot under this one condition.
-PD_CONDITION = "self.spec_algorithm.is_eagle() or self.spec_algorithm.is_standalone()"
-#: What every EAGLE worker sets at start-up, and the one function each must come from.
-PARSED_ATTRIBUTES = {
-    "eagle_use_aux_hidden_state": "parse_eagle_use_aux_hidden_state",
-    "eagle_num_aux_hidden_states": "get_eagle_num_aux_hidden_states",
-}
-#: Calls in a worker's __init__ that build (and load) the draft model.
-DRAFT_MODEL_BUILDERS = {"super().__init__", "TpModelWorker"}
-#: The EAGLE workers that check their drafter before building the draft model.
-EAGLE_WORKERS = {
-    "speculative/eagle_worker.py": "EAGLEWorker",
-    "speculative/eagle_worker_v2.py": "EagleDraftWorker",
-    "speculative/multi_layer_eagle_worker.py": "MultiLayerEagleWorker",
-    "speculative/multi_layer_eagle_worker_v2.py": "MultiLayerEagleDraftWorker",
-}
-
-
-def touched_classes() -> Dict[str, set]:
-    """file -> the classes the guard reads: those holding a sizing site."""
-    classes: Dict[str, set] = {}
-    for file, scope in list(SIZING_SITES) + [DETACHED_IDLE_INPUT_SITE]:
-        classes.setdefault(file, set()).add(scope.split(".")[0])
-    for file, name in EAGLE_WORKERS.items():
-        classes.setdefault(file, set()).add(name)
-    return classes
+    ("managers/scheduler.py", "Scheduler.init_disaggregation"),
+    ("speculative/eagle_info.py", "EagleVerifyInput.verify"),
+)
+#: Idle inputs built where no worker is in reach, sized from the batch: extend-phase
+#: inputs, which the v1 workers rebuild with their own sizes before the draft extend.
+DETACHED_IDLE_INPUTS = ("speculative/eagle_info.py", "EagleVerifyInput.verify")
 
 
 def read_module(file: str) -> ast.Module:
@@ -1882,19 +1772,65 @@ def methods_of(cls: ast.ClassDef):
             yield node
 
 
-def classmethod_call(node: ast.AST, method: str) -> Optional[Tuple[str, str]]:
-    """(class, worker expression) for ``<EagleDraft*Input>.<method>(<worker>)``."""
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == method
-        and isinstance(node.func.value, ast.Name)
-        and node.func.value.id in INPUT_CLASSES
-        and len(node.args) == 1
-        and not node.keywords
-    ):
-        return node.func.value.id, ast.unparse(node.args[0])
+def local_values(function: ast.FunctionDef) -> Dict[str, ast.AST]:
+    """Locals bound once, by a plain assignment, and in no other way (not parameters):
+    name -> the expression bound."""
+    bound: Dict[str, List[Optional[ast.AST]]] = {}
+    plain = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name):
+            bound.setdefault(target.id, []).append(value)
+            plain.add(id(target))
+    for node in ast.walk(function):
+        if (
+            isinstance(node, ast.Name)
+            and isinstance(node.ctx, (ast.Store, ast.Del))
+            and id(node) not in plain
+        ):
+            bound.setdefault(node.id, []).append(None)  # bound some other way too
+    arguments = function.args
+    for argument in arguments.posonlyargs + arguments.args + arguments.kwonlyargs:
+        bound.setdefault(argument.arg, []).append(None)
+    return {
+        name: values[0]
+        for name, values in bound.items()
+        if len(values) == 1 and values[0] is not None
+    }
+
+
+def resolved(node: Optional[ast.AST], values: Dict[str, ast.AST], depth: int = 8):
+    """``node``, a local read followed to the expression bound to it."""
+    while depth and isinstance(node, ast.Name) and node.id in values:
+        node, depth = values[node.id], depth - 1
+    return node
+
+
+def classmethod_class(node: ast.AST, method: str, values) -> Optional[str]:
+    """The input class of ``<EagleDraftInput|EagleDraftExtendInput>.<method>(...)``."""
+    node = resolved(node, values)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        owner = resolved(node.func.value, values)
+        if (
+            node.func.attr == method
+            and isinstance(owner, ast.Name)
+            and owner.id in INPUT_CLASSES
+        ):
+            return owner.id
     return None
+
+
+def branches(node: ast.AST, values) -> List[ast.AST]:
+    """The values a conditional expression can take (the expression itself otherwise)."""
+    node = resolved(node, values)
+    if isinstance(node, ast.IfExp):
+        return branches(node.body, values) + branches(node.orelse, values)
+    return [node]
 
 
 def keyword(call: ast.Call, name: str) -> Optional[ast.AST]:
@@ -1910,82 +1846,96 @@ def names_hidden_width(node: ast.AST) -> bool:
 
 
 def sizing_calls(function: ast.FunctionDef):
-    """(call, what, width, dtype) for every hidden-state size in a method."""
+    """(call, what, width, dtype, locals) for every hidden-state size in a method."""
+    values = local_values(function)
     parameters = {a.arg for a in function.args.args + function.args.kwonlyargs}
     for node in ast.walk(function):
-        if not isinstance(node, ast.Call):
+        if not isinstance(node, ast.Call) or not isinstance(
+            node.func, (ast.Attribute, ast.Name)
+        ):
             continue
-        func = ast.unparse(node.func)
-        if func.endswith("create_idle_input") and keyword(node, "hidden_size"):
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+        if name == "create_idle_input" and keyword(node, "hidden_size"):
             yield node, "idle input", keyword(node, "hidden_size"), keyword(
                 node, "dtype"
-            )
-        elif func == "MetadataBuffers" and keyword(node, "hidden_size"):
+            ), values
+        elif name == "MetadataBuffers" and keyword(node, "hidden_size"):
             yield node, "PD metadata buffer", keyword(node, "hidden_size"), keyword(
                 node, "hidden_states_dtype"
-            )
+            ), values
         elif (
             isinstance(node.func, ast.Attribute)
-            and ast.unparse(node.func.value) == "torch"
-            and node.func.attr in ALLOCATORS
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "torch"
+            and name in ALLOCATORS
             and node.args
-            and isinstance(node.args[0], ast.Tuple)
-            and node.args[0].elts
-            and names_hidden_width(node.args[0].elts[-1])
+            and isinstance(resolved(node.args[0], values), ast.Tuple)
+            and resolved(node.args[0], values).elts
         ):
-            width = node.args[0].elts[-1]
+            width = resolved(node.args[0], values).elts[-1]
             if isinstance(width, ast.Name) and width.id in parameters:
                 continue  # sized by the caller
-            yield node, "hidden-state buffer", width, keyword(node, "dtype")
+            if names_hidden_width(resolved(width, values)):
+                yield node, "hidden-state buffer", width, keyword(node, "dtype"), values
 
 
-def site_violations(file: str, scope: str, call, what, width, dtype) -> List[str]:
+def routed(width, dtype, values) -> bool:
+    """Width and dtype each come from the classmethods, in every branch; a branch that
+    holds no hidden state (the PD buffers' RDMA padding) is a constant or a torch dtype.
+    """
+    width_branches = branches(width, values)
+    dtype_branches = branches(dtype, values) if dtype is not None else [None]
+    widths = [classmethod_class(b, "hidden_size_for", values) for b in width_branches]
+    dtypes = [classmethod_class(b, "dtype_for", values) for b in dtype_branches]
+    padding = all(
+        found or isinstance(b, ast.Constant) for found, b in zip(widths, width_branches)
+    ) and all(
+        found
+        or (
+            isinstance(b, ast.Attribute)
+            and isinstance(b.value, ast.Name)
+            and b.value.id == "torch"
+        )
+        for found, b in zip(dtypes, dtype_branches)
+    )
+    return padding and any(widths) and any(dtypes)
+
+
+def site_violations(file, scope, call, what, width, dtype, values) -> List[str]:
     where = f"{file}:{call.lineno}: {what} in {scope}"
-    if (file, scope) == DETACHED_IDLE_INPUT_SITE:
-        built = ast.unparse(call.func.value)
-        if built != EXTEND_CLASS:
+    if (file, scope) == DETACHED_IDLE_INPUTS:
+        built = resolved(call.func.value, values)
+        if not (isinstance(built, ast.Name) and built.id == EXTEND_CLASS):
             return [
-                f"{where} is a {built}; expected {EXTEND_CLASS}, which the worker rebuilds"
+                f"{where} is a {ast.unparse(built)}; expected {EXTEND_CLASS}, which "
+                "the worker rebuilds"
             ]
         return []
-    site = SIZING_SITES.get((file, scope))
-    if site is None:
-        return [f"{where} is not a known sizing site; size it through the classmethods"]
-    input_class, worker = site
-    if what == "PD metadata buffer":
-        if not (
-            isinstance(width, ast.IfExp)
-            and isinstance(dtype, ast.IfExp)
-            and ast.unparse(width.test) == PD_CONDITION
-            and ast.unparse(dtype.test) == PD_CONDITION
-        ):
-            return [f"{where}: the draft state's size must apply when {PD_CONDITION}"]
-        width, dtype = width.body, dtype.body
-    wanted = (input_class, worker)
-    got = (
-        classmethod_call(width, "hidden_size_for"),
-        classmethod_call(dtype, "dtype_for"),
-    )
-    if got != (wanted, wanted):
+    if not routed(width, dtype, values):
         return [
             f"{where} is sized by {ast.unparse(width)} / "
-            f"{ast.unparse(dtype) if dtype is not None else None}; expected "
-            f"{input_class}.hidden_size_for/dtype_for({worker})"
+            f"{ast.unparse(dtype) if dtype is not None else None}"
         ]
     return []
 
 
 class TestSizingSitesUseTheContract(CustomTestCase):
-    """Reads the classes the sizing patch touches: an inline width (a merge that brings
-    back ``hidden_size * 3``), another worker or another condition fails here, naming the
-    file and line. Other classes and files are not read."""
+    """Reads the classes that hold a sizing site: an inline width or dtype there (a merge
+    that brings back ``hidden_size * 3``) fails, naming the file and line. Other classes
+    and files are not read."""
 
     def test_every_site_is_found(self):
-        for (file, scope), (input_class, worker) in SIZING_SITES.items():
+        for file, class_names in SIZING_CLASSES.items():
+            module = read_module(file)
+            for class_name in class_names:
+                with self.subTest(cls=class_name):
+                    self.assertIsNotNone(
+                        class_node(module, class_name), f"{file}: no class {class_name}"
+                    )
+        for file, scope in GUARDED_SITES:
             with self.subTest(site=scope):
                 class_name, method = scope.split(".")
                 cls = class_node(read_module(file), class_name)
-                self.assertIsNotNone(cls, f"{file}: no class {class_name}")
                 function = next((m for m in methods_of(cls) if m.name == method), None)
                 self.assertIsNotNone(function, f"{file}: no {scope}")
                 self.assertTrue(
@@ -1994,9 +1944,9 @@ class TestSizingSitesUseTheContract(CustomTestCase):
 
     def test_no_inline_hidden_state_sizes(self):
         violations = []
-        for file, class_names in sorted(touched_classes().items()):
+        for file, class_names in sorted(SIZING_CLASSES.items()):
             module = read_module(file)
-            for class_name in sorted(class_names):
+            for class_name in class_names:
                 cls = class_node(module, class_name)
                 if cls is None:
                     continue  # test_every_site_is_found names it
@@ -2010,84 +1960,6 @@ class TestSizingSitesUseTheContract(CustomTestCase):
                 "EagleDraftExtendInput (extend phase) .hidden_size_for/.dtype_for:\n"
                 + "\n".join(violations)
             )
-
-    def test_v1_workers_rebuild_the_idle_input_verify_made(self):
-        """Under ``if batch.forward_mode.is_idle():`` at the top level of
-        ``forward_draft_extend_after_decode``, so that an input arriving idle is rebuilt.
-        """
-        for file, class_name in REBUILDING_WORKERS.items():
-            with self.subTest(worker=class_name):
-                cls = class_node(read_module(file), class_name)
-                function = next(
-                    m
-                    for m in methods_of(cls)
-                    if m.name == "forward_draft_extend_after_decode"
-                )
-                rebuilds = [
-                    stmt
-                    for stmt in function.body
-                    if isinstance(stmt, ast.If)
-                    and ast.unparse(stmt.test) == "batch.forward_mode.is_idle()"
-                    and any(
-                        isinstance(n, ast.Call)
-                        and ast.unparse(n.func) == f"{EXTEND_CLASS}.create_idle_input"
-                        for n in ast.walk(stmt)
-                    )
-                ]
-                self.assertTrue(
-                    rebuilds,
-                    f"{file}:{function.lineno}: {class_name}.forward_draft_extend_after_decode "
-                    f"does not rebuild an idle input as {EXTEND_CLASS}",
-                )
-
-    def test_eagle_workers_start_up_through_the_parser(self):
-        """Each EAGLE worker checks its drafter before it builds the draft model and sets
-        the parsed attributes from the one parser."""
-        for file, class_name in EAGLE_WORKERS.items():
-            with self.subTest(worker=class_name):
-                cls = class_node(read_module(file), class_name)
-                init = next(m for m in methods_of(cls) if m.name == "__init__")
-                where = f"{file}:{init.lineno}: {class_name}.__init__"
-                first_call: Dict[str, int] = {}
-                for node in ast.walk(init):
-                    if isinstance(node, ast.Call):
-                        func = ast.unparse(node.func)
-                        first_call[func] = min(
-                            first_call.get(func, node.lineno), node.lineno
-                        )
-                    if isinstance(node, ast.Assign):
-                        for target in node.targets:
-                            parser = (
-                                PARSED_ATTRIBUTES.get(target.attr)
-                                if isinstance(target, ast.Attribute)
-                                else None
-                            )
-                            if parser is not None:
-                                self.assertEqual(
-                                    (
-                                        ast.unparse(node.value.func)
-                                        if isinstance(node.value, ast.Call)
-                                        else ast.unparse(node.value)
-                                    ),
-                                    parser,
-                                    f"{where}: {target.attr}",
-                                )
-                for function in (
-                    "validate_eagle_draft_config",
-                    *PARSED_ATTRIBUTES.values(),
-                ):
-                    self.assertIn(
-                        function, first_call, f"{where} does not call {function}"
-                    )
-                builds = [
-                    first_call[b] for b in DRAFT_MODEL_BUILDERS if b in first_call
-                ]
-                self.assertTrue(builds, f"{where} builds no draft model")
-                self.assertLess(
-                    first_call["validate_eagle_draft_config"],
-                    min(builds),
-                    f"{where} validates the drafter after building the draft model",
-                )
 
 
 if __name__ == "__main__":
