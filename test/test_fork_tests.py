@@ -62,6 +62,7 @@ CI_SAMPLE = (
     "site EagleVerifyInput.verify #1",
     "site EAGLEDraftExtendCudaGraphRunner.__init__ #1",
     "site Scheduler.init_disaggregation #2",
+    "site LlamaModel.__init__",
     "rule decode width: hidden_size",
     "rule decode dtype: the target's",
     "rule extend width: always 3 aux layers",
@@ -204,7 +205,8 @@ def test_mutants_that_are_not_bugs_pass(mutation_runs):
 def test_sampled_site_mutants_are_caught_by_the_structural_guard(mutation_runs):
     _, results = mutation_runs
     for mutant, run in results:
-        if mutant.family == "site":
+        # the structural guard reads the workers' sites; the drafter's fc is the model's
+        if mutant.family == "site" and mutant.kind != Kind.DRAFTER_FC.value:
             assert "TestSizingSitesUseTheContract.test_no_inline_hidden_state_sizes" in run.failed, mutant.name
 
 
@@ -224,7 +226,7 @@ def test_ci_sample_covers_every_rule_and_site_kind(all_mutants_of_the_tree):
     for rule in RULE_FAMILIES:
         assert any(m.name.startswith(f"rule {rule}") for m in sample), rule
     assert {m.family for m in sample} == {"site", "rule", "path", *NOT_BUGS}
-    assert len(sample) <= 17  # about 2 minutes on two cores
+    assert len(sample) <= 18  # about 2 minutes on two cores
 
 
 def test_mutation_table_in_docs_is_current(all_mutants_of_the_tree, mutation_runs):

@@ -694,3 +694,74 @@ def test_v2_draft_extend_input_of_an_idle_batch_gets_the_index_pointers():
     assert after == head + inserted + "        forward_batch = " + tail
     assert [(f.line, f.label, f.status) for f in findings] == [(5, "idle-attention", "unrouted")]
     assert_idempotent(file, after, IdleAttentionRule)
+
+
+DRAFTER_FC_BEFORE = """
+class LlamaModel(nn.Module):
+    def __init__(self, config):
+        if hasattr(config, "target_hidden_size"):
+            self.hidden_size_in = config.target_hidden_size
+        else:
+            self.hidden_size_in = config.hidden_size
+
+        self.fc = torch.nn.Linear(
+            self.hidden_size_in * 3,
+            config.hidden_size,
+            bias=getattr(config, "bias", False),
+        )
+
+    def forward(self, input_ids, positions, forward_batch):
+        embeds = self.embed_tokens(input_ids)
+        hidden_states = forward_batch.spec_info.hidden_states
+        if hidden_states.shape[-1] != embeds.shape[-1]:
+            hidden_states = self.fc(hidden_states)
+        return hidden_states
+"""
+
+
+def test_drafter_fc_takes_the_declared_aux_layers_and_the_forward_decides_by_the_step():
+    from sglang_eagle_sizing import inserted
+    from sglang_eagle_sizing.rules.drafter_fc import DrafterFcRule
+
+    file = "models/llama_eagle3.py"
+    after, findings = rewrite(file, DRAFTER_FC_BEFORE, DrafterFcRule)
+    assert "self.hidden_size_in * get_eagle_num_aux_hidden_states(config)," in after
+    assert "self.hidden_size_in * 3" not in after
+    assert "from sglang.srt.speculative.eagle_info import (" in after
+    assert "self.use_aux_hidden_state = parse_eagle_use_aux_hidden_state(" in after
+    assert "        hidden_states = self.project_hidden_states(hidden_states, forward_batch)\n" in after
+    assert "shape[-1] != embeds.shape[-1]" not in after
+    assert "    def project_hidden_states(" in after
+    # the method comes right after forward, as inserted.py has it
+    method = textwrap.indent(inserted.DRAFTER_FC_METHOD.split("\n", 2)[2], "")
+    assert method.strip() in after
+    assert [(f.line, f.label, f.status) for f in findings] == [
+        (9, "extend", "unrouted"),
+        (18, "drafter-fc-forward", "unrouted"),
+    ]
+    assert [f.scope for f in findings] == ["LlamaModel.__init__", "LlamaModel.forward"]
+    again, found = rewrite(file, after, DrafterFcRule)
+    assert again == after and {f.status for f in found} == {Finding.ROUTED}
+
+
+def test_drafter_fc_in_a_shape_the_rule_does_not_know_is_reported():
+    from sglang_eagle_sizing.rules.drafter_fc import DrafterFcRule
+
+    file = "models/llama_eagle3.py"
+    width = DRAFTER_FC_BEFORE.replace("self.hidden_size_in * 3", "self.hidden_size_in * 4")
+    findings = check_source(file, width, (DrafterFcRule,))
+    assert [(f.scope, f.status) for f in findings if f.status == Finding.UNKNOWN] == [
+        ("LlamaModel.__init__", Finding.UNKNOWN)
+    ]
+    applied = DRAFTER_FC_BEFORE.replace(
+        "        if hidden_states.shape[-1] != embeds.shape[-1]:\n"
+        "            hidden_states = self.fc(hidden_states)\n",
+        "        hidden_states = self.fc(hidden_states)\n",
+    )
+    findings = check_source(file, applied, (DrafterFcRule,))
+    assert [(f.scope, f.status) for f in findings if f.status == Finding.UNKNOWN] == [
+        ("LlamaModel.forward", Finding.UNKNOWN)
+    ]
+    missing = DRAFTER_FC_BEFORE.replace("self.fc = torch.nn.Linear(", "self.proj = torch.nn.Linear(")
+    with pytest.raises(RewriteError, match="llama_eagle3.py:3: .*no self.fc = torch.nn.Linear"):
+        rewrite(file, missing, DrafterFcRule)

@@ -78,14 +78,6 @@ REFUSALS = [
      "num_aux_hidden_states", 3, f"4, the number of layers in {IDS}"),
     ("target_hidden_size", {"target_hidden_size": 5120}, None,
      "target_hidden_size", 5120, "4096, the target's hidden_size"),
-    ("fc width: four ids in eagle_config", {"eagle_config": {IDS: [1, 8, 16, 24]}}, None,
-     "eagle_config." + IDS, [1, 8, 16, 24],
-     "3 layer ids: the draft model's fc takes 3 x 4096 = 12288 features, 4 target layers "
-     "produce 4 x 4096 = 16384"),
-    ("fc width: two ids at the top level", {IDS: [1, 2]}, None,
-     IDS, [1, 2],
-     "3 layer ids: the draft model's fc takes 3 x 4096 = 12288 features, 2 target layers "
-     "produce 2 x 4096 = 8192"),
     # without declared ids the target captures the inputs of its layers [2, L // 2, L - 3];
     # layer 0's input is the embedding, so 3 and 4 layers give 2 distinct layer outputs,
     # 2 and 5 layers give 1; 0.5.11 starts such a server and crashes at its first request,
@@ -110,6 +102,10 @@ REFUSALS = [
      "target_hidden_size", None,
      "5120, the target's hidden_size: without it the draft model's fc takes 3 x hidden_size "
      "= 12288 features, the target produces 3 x 5120 = 15360"),
+    ("fc width: target_hidden_size missing, four ids", {IDS: [1, 8, 16, 24]}, WIDE_TARGET,
+     "target_hidden_size", None,
+     "5120, the target's hidden_size: without it the draft model's fc takes 4 x hidden_size "
+     "= 16384 features, the target produces 4 x 5120 = 20480"),
 ]
 
 
@@ -163,6 +159,37 @@ def test_the_parsers_refuse_the_same_drafters_naming_the_draft_config(
         f"Invalid {key}={value!r} in the draft model config {hf_config.name_or_path}: "
         f"expected {expected}."
     )
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"eagle_config": {IDS: [1, 8, 16, 24]}}, {IDS: [1, 8, 16, 24]}, {IDS: [1, 2]},
+     {IDS: [1, 8, 16, 24], "target_hidden_size": 4096}],
+    ids=["four ids in eagle_config", "four ids at the top level", "two ids", "four ids, target_hidden_size"],
+)
+def test_llama_eagle3_drafters_with_other_than_three_layers_pass(eagle_info, tmp_path, changes):
+    """llama_eagle3.py's fc takes the aux layers the drafter declares: nothing to refuse."""
+    pair = _pair_with(tmp_path, **changes)
+    algorithm = eagle_info.SpeculativeAlgorithm.from_string("EAGLE3")
+    assert eagle_info.validate_eagle_draft_config(algorithm, pair.draft, pair.target) is None
+
+
+def test_before_the_drafter_fc_patch_other_than_three_layers_are_refused(tmp_path):
+    """Until fc is sized by the aux layers (the drafter-fc patch of the series), fc takes 3
+    of them, and the validation of the patches before it refuses other counts."""
+    from sglang_eagle_sizing import concerns, inserted
+    from sglang_eagle_sizing.rules.contract import enabled_helpers
+
+    before = concerns.ORDER[: concerns.ORDER.index(concerns.DRAFTER_FC)]
+    with concerns.only(before):
+        text = enabled_helpers()
+    assert inserted.VALIDATION_HELPERS_BEFORE_DRAFTER_FC in text
+    assert inserted.VALIDATION_HELPERS not in text
+    assert "3 layer ids: the draft model's fc takes 3 x" in text
+    with concerns.only(before + (concerns.DRAFTER_FC,)):
+        text = enabled_helpers()
+    assert inserted.VALIDATION_HELPERS in text
+    assert "3 layer ids" not in text
 
 
 def test_aux_layer_ids_are_read_wherever_the_drafter_declares_them(eagle_info, tmp_path):

@@ -22,6 +22,7 @@ EXTEND_WIDTH = "extend-width"
 MULTI_LAYER_WIDTH = "multi-layer-width"
 V2_IDLE_WIDTH = "v2-idle-width"
 PD_STANDALONE = "pd-standalone"
+DRAFTER_FC = "drafter-fc"
 IDLE_INPUTS = "idle-inputs"
 ATTENTION_BACKENDS = "attention-backends"
 E2E_TEST = "e2e-test"
@@ -39,6 +40,7 @@ ORDER: tuple[str, ...] = (
     MULTI_LAYER_WIDTH,
     V2_IDLE_WIDTH,
     PD_STANDALONE,
+    DRAFTER_FC,
     IDLE_INPUTS,
     ATTENTION_BACKENDS,
     E2E_TEST,

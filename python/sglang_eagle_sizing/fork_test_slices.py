@@ -19,6 +19,7 @@ from . import concerns
 from .concerns import (
     ANNOTATION,
     ATTENTION_BACKENDS,
+    DRAFTER_FC,
     DTYPE,
     EXTEND_WIDTH,
     IDLE_INPUTS,
@@ -65,6 +66,8 @@ TEST_CONCERNS: dict[str, str] = {
     "TestPDMetadataBuffers.test_standalone_v2": PD_STANDALONE,
     "TestOneDtypeAtDtypeAuto.test_every_site_gets_the_targets_dtype": PD_STANDALONE,
     "TestSizingSitesUseTheContract": PD_STANDALONE,
+    "TestDrafterFc": DRAFTER_FC,
+    "TestStartupValidation.test_four_aux_layers_fit_the_drafters_fc": DRAFTER_FC,
     "TestIdleInputsCarryAttentionIndices": IDLE_INPUTS,
     "TestPaddedIdleBatchOnTriton": IDLE_INPUTS,
     "TestPaddedDecodeOnTriton": ATTENTION_BACKENDS,

@@ -205,7 +205,7 @@ def get_eagle_draft_model_config(server_args):
     )
 '''
 
-VALIDATION_HELPERS = '''
+_VALIDATION_HEAD = '''
 def _config_path(model_config) -> str:
     path = getattr(model_config, "model_path", None)
     return path or _hf_config_path(model_config.hf_config)
@@ -261,6 +261,10 @@ def validate_eagle_draft_config(
                 f"only {len(captured)} of its layers",
                 *paths,
             )
+'''
+
+#: Before the drafter's fc is sized by the aux layers (``drafter-fc``): it takes 3 of them.
+_VALIDATION_FC_OF_THREE = '''\
     if "LlamaForCausalLMEagle3" not in (draft_hf_config.architectures or []):
         return
     # llama_eagle3.py builds fc with 3 * (target_hidden_size or hidden_size) inputs.
@@ -286,6 +290,29 @@ def validate_eagle_draft_config(
         *paths,
     )
 '''
+
+#: The drafter's fc takes the aux layers the drafter declares (``drafter-fc``).
+_VALIDATION_FC_OF_NUM_AUX = '''\
+    if "LlamaForCausalLMEagle3" not in (draft_hf_config.architectures or []):
+        return
+    # llama_eagle3.py builds fc with num_aux * (target_hidden_size or hidden_size)
+    # inputs: it takes what the target produces when that width is the target's.
+    fc_hidden_size = declared_target_hidden_size or draft_model_config.hidden_size
+    if fc_hidden_size == target_hidden_size:
+        return
+    raise _invalid_draft_config(
+        "target_hidden_size",
+        declared_target_hidden_size,
+        f"{target_hidden_size}, the target's hidden_size: without it the draft "
+        f"model's fc takes {num_aux} x hidden_size = {num_aux * fc_hidden_size} "
+        f"features, the target produces {num_aux} x {target_hidden_size} = "
+        f"{num_aux * target_hidden_size}",
+        *paths,
+    )
+'''
+
+VALIDATION_HELPERS_BEFORE_DRAFTER_FC = _VALIDATION_HEAD + _VALIDATION_FC_OF_THREE
+VALIDATION_HELPERS = _VALIDATION_HEAD + _VALIDATION_FC_OF_NUM_AUX
 
 DTYPE_HELPERS = '''
 def get_eagle_draft_dtype(
@@ -418,4 +445,65 @@ if batch.forward_mode.is_idle():
     # from these: no rows and no KV indices, as create_idle_input gives.
     self.kv_indptr = torch.zeros((1,), dtype=torch.int32, device=predict.device)
     self.kv_indices = torch.empty((0,), dtype=torch.int32, device=predict.device)
+'''
+
+#: What ``LlamaModel.__init__`` of ``models/llama_eagle3.py`` reads right before it builds
+#: ``fc``: the parser of the drafter's aux layers, imported where it is used (``eagle_info``
+#: imports the model runner, which loads the models), and the flag ``project_hidden_states``
+#: reads.
+DRAFTER_FC_IMPORT = """
+from sglang.srt.speculative.eagle_info import (
+    get_eagle_num_aux_hidden_states,
+    parse_eagle_use_aux_hidden_state,
+)
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+# Whether the target feeds the hidden states of the layers the drafter names
+# (eagle_aux_hidden_state_layer_ids, else 3), concatenated: fc takes them.
+self.use_aux_hidden_state = parse_eagle_use_aux_hidden_state(
+    SpeculativeAlgorithm.EAGLE3, config
+)
+"""
+
+#: ``fc``'s input width.
+DRAFTER_FC_WIDTH = "self.hidden_size_in * get_eagle_num_aux_hidden_states(config)"
+
+#: What ``LlamaModel.forward`` calls instead of ``if hidden_states.shape[-1] !=
+#: embeds.shape[-1]: hidden_states = self.fc(hidden_states)``.
+DRAFTER_FC_CALL = "hidden_states = self.project_hidden_states(hidden_states, forward_batch)"
+
+#: The method of ``LlamaModel`` (shown in its class) that decides, by the step, whether the
+#: hidden states are the target's features for fc.
+DRAFTER_FC_METHOD = '''
+class LlamaModel:
+    def project_hidden_states(
+        self, hidden_states: torch.Tensor, forward_batch: ForwardBatch
+    ) -> torch.Tensor:
+        """The hidden states the mid layer reads, decided by what the step is.
+
+        A draft decode step carries the draft model's own hidden states. An extend
+        or draft-extend step carries the target's: with aux hidden states, the
+        concatenation fc projects, which must be fc's width; without, the target's
+        last hidden state, read as it is. An idle batch (DP attention) carries only
+        padding rows, in the width of the phase its input was built for: the extend
+        width goes through fc, so every phase leaves it hidden_size wide.
+        """
+        # DP attention can run a padded batch as EXTEND: the step is its own mode.
+        mode = getattr(forward_batch, "_original_forward_mode", None)
+        mode = mode or forward_batch.forward_mode
+        width = hidden_states.shape[-1]
+        if mode.is_decode() or not self.use_aux_hidden_state:
+            return hidden_states
+        if mode.is_idle():
+            if width == self.fc.in_features:
+                return self.fc(hidden_states)
+            return hidden_states
+        if width != self.fc.in_features:
+            raise ValueError(
+                f"The draft model's fc takes {self.fc.in_features} features (the "
+                f"aux hidden states of {self.fc.in_features // self.hidden_size_in} "
+                f"target layers of {self.hidden_size_in}), but the target's hidden "
+                f"states are {width} wide."
+            )
+        return self.fc(hidden_states)
 '''

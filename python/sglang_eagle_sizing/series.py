@@ -407,6 +407,69 @@ above is sized through the classmethods with the worker it must use, and
 """,
     ),
     Patch(
+        concerns.DRAFTER_FC,
+        "[Spec] Size the EAGLE-3 drafter's fc by the aux layers it declares",
+        f"""\
+## Motivation
+
+`LlamaForCausalLMEagle3` builds `fc` with `3 * hidden_size_in` inputs whatever the drafter
+declares, while the target concatenates the hidden states of every layer the drafter names
+in `eagle_aux_hidden_state_layer_ids`. A drafter trained on four target layers cannot load
+its `fc` weight:
+
+```
+$ python3 -m sglang.launch_server --model-path <target> --speculative-algorithm EAGLE3 \\
+    --speculative-draft-model-path <drafter with "eagle_aux_hidden_state_layer_ids": [1, 8, 16, 24]>
+ValueError: Invalid eagle_config.eagle_aux_hidden_state_layer_ids=[1, 8, 16, 24] in the draft
+model config ...: expected 3 layer ids: the draft model's fc takes 3 x 4096 = 12288 features,
+4 target layers produce 4 x 4096 = 16384.
+```
+
+(before the start-up check, the weights failed to load with a shape mismatch in `fc`).
+`LlamaModel.forward` also decides whether its input is the target's features by comparing
+widths, `hidden_states.shape[-1] != embeds.shape[-1]`: a drafter with one aux layer as wide
+as the drafter skips `fc`, and a wrong width reaches `fc` as a bare matmul error.
+
+## Modifications
+
+- `models/llama_eagle3.py`: `fc` takes `get_eagle_num_aux_hidden_states(config) *
+  hidden_size_in` features (the declared ids, from `eagle_config` or the top level of the
+  config, else 3). `LlamaModel.project_hidden_states(hidden_states, forward_batch)` decides by
+  the step: draft decode steps read the draft model's own hidden states as they are; extend
+  and draft-extend steps read the target's, through `fc` with aux hidden states (their width
+  must be `fc.in_features`, else a `ValueError` naming both widths) and as they are without;
+  an idle batch under DP attention carries padding in the width of the phase its input was
+  built for, and goes through `fc` when it has `fc`'s width. The mode is the batch's own
+  (`_original_forward_mode` when DP padding ran it as EXTEND).
+- `validate_eagle_draft_config` no longer refuses a `LlamaForCausalLMEagle3` drafter with
+  other than 3 aux layer ids; it still refuses a drafter without `target_hidden_size` whose
+  `hidden_size` is not the target's, now counting the declared layers.
+
+## Behavior changes
+
+EAGLE-3 drafters that name other than three target layers serve. A one-aux-layer drafter as
+wide as its target now goes through its `fc` in extend steps. Target hidden states of
+another width than `fc` takes fail with a `ValueError` naming both, at the first extend (or
+at CUDA-graph capture of the draft-extend graph). Drafters with three layers, or with aux
+hidden states off, compute what they computed before.
+
+## Design notes
+
+The step, not the width, says what the hidden states are: with one aux layer as wide as the
+drafter, or a drafter as wide as three of its target's layers, the width cannot tell the
+target's features from the drafter's own. Only an idle batch has no step to go by; its rows
+are padding, and both readings leave it `hidden_size` wide.
+
+## Tests
+
+`TestDrafterFc`: builds `LlamaForCausalLMEagle3` on the CPU from a tiny config declaring
+four aux layers (in `eagle_config` and at the top level), checks `fc.in_features`, that a
+draft-extend forward with three layers' width fails naming both widths, and how
+`project_hidden_states` reads each mode; `TestStartupValidation` accepts four layers:
+`{CPU_TEST_COMMAND}`.
+""",
+    ),
+    Patch(
         concerns.IDLE_INPUTS,
         "[Spec] Give idle EAGLE inputs empty attention indices on the worker's device",
         f"""\

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from .concerns import EXTEND_WIDTH, MULTI_LAYER_WIDTH, ROUTING, V2_IDLE_WIDTH
+from .concerns import DRAFTER_FC, EXTEND_WIDTH, MULTI_LAYER_WIDTH, ROUTING, V2_IDLE_WIDTH
 
 
 class Phase(enum.Enum):
@@ -44,6 +44,9 @@ class Kind(enum.Enum):
     #: ``MetadataBuffers(hidden_size=(<width> if <spec> else 16), hidden_states_dtype=...)``:
     #: the draft state sent from prefill to decode in PD disaggregation
     METADATA_BUFFER = "PD metadata buffer"
+    #: ``self.fc = torch.nn.Linear(<width of the target's features>, hidden_size)``: the
+    #: EAGLE-3 drafter's projection of the target's concatenated hidden states
+    DRAFTER_FC = "drafter fc"
 
 
 @dataclass(frozen=True)
@@ -166,6 +169,20 @@ SITES: tuple[Site, ...] = (
             "is copied into the extend graph buffer, so it takes the extend width"
         ),
         concern=MULTI_LAYER_WIDTH,
+    ),
+    # The EAGLE-3 drafter's fc: it consumes the extend-phase hidden states.
+    Site(
+        "models/llama_eagle3.py",
+        "LlamaModel.__init__",
+        Phase.EXTEND,
+        Kind.DRAFTER_FC,
+        worker="",
+        note=(
+            "fc's input width: the number of aux layers the drafter declares (else 3) x "
+            "(target_hidden_size or hidden_size); LlamaModel.forward checks the target's "
+            "hidden states against it"
+        ),
+        concern=DRAFTER_FC,
     ),
 )
 

@@ -120,6 +120,8 @@ def _is_sizing_call(node: ast.AST, kind: Kind) -> bool:
         )
     if kind is Kind.METADATA_BUFFER:
         return ast.unparse(func) == "MetadataBuffers" and "hidden_size" in keywords
+    if kind is Kind.DRAFTER_FC:
+        return ast.unparse(func) in ("torch.nn.Linear", "nn.Linear") and bool(node.args)
     raise AssertionError(kind)
 
 
@@ -242,6 +244,8 @@ def site_mutants(pristine_srt: Path, patched_srt: Path) -> list[Mutant]:
 
 
 def _width(call: ast.Call, kind: Kind) -> ast.AST:
+    if kind is Kind.DRAFTER_FC:
+        return call.args[0]
     if kind is Kind.BUFFER:
         return call.args[0].elts[-1]
     return next(k.value for k in call.keywords if k.arg == "hidden_size")
@@ -793,6 +797,19 @@ PATH_MUTATIONS = [
             "                        else EagleDraftInput.hidden_size_for(self.draft_worker)\n"
             "                    )",
             2,  # the decode server's buffer comes first
+        ),
+    ),
+    (
+        "drafter fc: only eagle_config's ids",
+        "LlamaModel.__init__ sizes fc by the ids in eagle_config only (else 3): ids "
+        "declared at the top level of the drafter's config are ignored",
+        "models/llama_eagle3.py",
+        lambda t: _replace_in_function(
+            t,
+            "LlamaModel.__init__",
+            "self.hidden_size_in * get_eagle_num_aux_hidden_states(config)",
+            "self.hidden_size_in * len((getattr(config, 'eagle_config', None) or {})"
+            ".get('eagle_aux_hidden_state_layer_ids') or [0, 0, 0])",
         ),
     ),
 ]

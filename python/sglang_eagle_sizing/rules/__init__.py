@@ -8,6 +8,7 @@ from .aux_flag import AuxFlagRule
 from .contract import ContractRule
 from .disaggregation import MetadataBufferRule
 from .draft_runner import DraftRunnerRule
+from .drafter_fc import DrafterFcRule
 from .extend_idle import ExtendIdleRule
 from .flashinfer_idle import FlashInferIdleRule
 from .graph_buffers import BufferRule
@@ -29,6 +30,7 @@ RULES = (
     BufferRule,
     MetadataBufferRule,
     TargetCaptureRule,
+    DrafterFcRule,
     TypeCheckingAnnotationRule,
     ImportRule,
 )

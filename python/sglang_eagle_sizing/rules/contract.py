@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from .. import inserted
-from ..concerns import DTYPE, EXTEND_WIDTH, PARSER, ROUTING, VALIDATION, enabled
+from ..concerns import DRAFTER_FC, DTYPE, EXTEND_WIDTH, PARSER, ROUTING, VALIDATION, enabled
 from ..engine import Finding, Rule
 from ..sites import CONTRACT_FILE, DecodePhase, ExtendPhase
 from ..syntax import statements
@@ -15,12 +15,14 @@ HELPER_NAMES = tuple(node.name.value for node in statements(inserted.HELPERS))
 
 
 def enabled_helpers() -> str:
-    """The helpers of the concerns the rules write now, in the order they stand."""
-    return "".join(
-        source
-        for concern, source in inserted.HELPERS_BY_CONCERN.items()
-        if enabled(concern)
-    )
+    """The helpers of the concerns the rules write now, in the order they stand. Until the
+    drafter's fc is sized by its aux layers (``drafter-fc``), the validation refuses a
+    ``LlamaForCausalLMEagle3`` drafter with other than 3 of them."""
+    pieces = dict(inserted.HELPERS_BY_CONCERN)
+    if not enabled(DRAFTER_FC):
+        pieces[VALIDATION] = inserted.VALIDATION_HELPERS_BEFORE_DRAFTER_FC
+    return "".join(source for concern, source in pieces.items() if enabled(concern))
+
 CLASSMETHOD_NAMES = ("hidden_size_for", "dtype_for")
 
 

@@ -54,10 +54,12 @@ import torch
 
 import sglang
 from sglang.srt.configs.model_config import ModelConfig
+from sglang.srt import server_args as server_args_module
 from sglang.srt.distributed import parallel_state
 from sglang.srt.layers import dp_attention
 from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
 from sglang.srt.layers.radix_attention import RadixAttention
+from sglang.srt.layers.rotary_embedding import base as rotary_embedding_base
 from sglang.srt.managers import scheduler as scheduler_module
 from sglang.srt.managers import tp_worker as tp_worker_module
 from sglang.srt.managers.scheduler import Scheduler
@@ -65,6 +67,7 @@ from sglang.srt.managers.tp_worker import TpModelWorker
 from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
 from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 from sglang.srt.model_executor.model_runner import ModelRunner
+from sglang.srt.models.llama_eagle3 import LlamaForCausalLMEagle3
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative import eagle_info_v2
 from sglang.srt.speculative.draft_utils import DraftBackendFactory
@@ -151,7 +154,7 @@ def eagle(hidden_size: int = 256, torch_dtype: str = "float16", **fields) -> dic
 #: An EAGLE-3 drafter half as wide as its target, declaring the target's width.
 NARROW_EAGLE3 = eagle3(hidden_size=128, target_hidden_size=256)
 #: An EAGLE-3 drafter that names four target layers; its architecture is not
-#: llama_eagle3.py's (whose fc takes exactly three).
+#: llama_eagle3.py's.
 FOUR_LAYER_EAGLE3 = eagle3(
     architectures=["Qwen3MoEForCausalLMEagle3"],
     eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 3, 5, 6]},
@@ -1636,24 +1639,30 @@ class TestStartupValidation(CustomTestCase):
         )
         self.assertIn("512", message)
 
-    def test_top_level_layer_ids_of_another_length(self):
-        self.assert_refused(
-            self.draft(eagle_aux_hidden_state_layer_ids=[1, 31]),
-            self.target,
-            "eagle_aux_hidden_state_layer_ids",
-            [1, 31],
-        )
-
-    def test_fc_width_differs_from_what_the_target_produces(self):
-        """llama_eagle3.py's fc takes 3 x hidden_size features; four captured layers
-        produce 4 x 256."""
-        layer_ids = [1, 8, 16, 31]
-        self.assert_refused(
+    def test_four_aux_layers_fit_the_drafters_fc(self):
+        """llama_eagle3.py's fc takes the aux layers the drafter declares: four captured
+        layers of 256 are what its fc takes; without target_hidden_size a drafter
+        narrower than its target is still refused, counting four layers."""
+        layer_ids = [1, 3, 5, 6]
+        for draft in (
             self.draft(eagle_config={"eagle_aux_hidden_state_layer_ids": layer_ids}),
-            self.target,
-            "eagle_config.eagle_aux_hidden_state_layer_ids",
-            layer_ids,
+            self.draft(eagle_aux_hidden_state_layer_ids=layer_ids),
+            self.draft(eagle_aux_hidden_state_layer_ids=[1, 6]),
+        ):
+            with self.subTest(draft=draft.model_path):
+                self.assertIsNone(
+                    validate_eagle_draft_config(
+                        SpeculativeAlgorithm.EAGLE3, draft, self.target
+                    )
+                )
+        message = self.assert_refused(
+            self.draft(eagle_aux_hidden_state_layer_ids=layer_ids),
+            self.wide_target,
+            "target_hidden_size",
+            None,
         )
+        self.assertIn("4 x hidden_size = 1024 features", message)
+        self.assertIn("4 x 512 = 2048", message)
 
     def test_shallow_target_without_declared_layer_ids(self):
         """Without declared ids the target captures the inputs of its layers
@@ -1960,6 +1969,127 @@ class TestSizingSitesUseTheContract(CustomTestCase):
                 "EagleDraftExtendInput (extend phase) .hidden_size_for/.dtype_for:\n"
                 + "\n".join(violations)
             )
+
+
+class ServerArgsUnset:
+    """Global server args for building a model outside a server: every field unset."""
+
+    def __getattr__(self, name):
+        return None
+
+
+@contextlib.contextmanager
+def one_cpu_rank():
+    """One tensor- and pipeline-parallel rank without a process group, and RoPE's CPU
+    path: what building a model's layers on a CPU needs. Restores what it sets."""
+    one_rank = SimpleNamespace(world_size=1, rank_in_group=0, rank=0, local_rank=0)
+    with contextlib.ExitStack() as stack:
+        for target, name, value in (
+            (parallel_state, "_TP", one_rank),
+            (parallel_state, "_PP", one_rank),
+            (parallel_state, "_ATTN_TP", one_rank),
+            (dp_attention, "_ATTN_TP_SIZE", 1),
+            (dp_attention, "_ATTN_TP_RANK", 0),
+            (server_args_module, "_global_server_args", ServerArgsUnset()),
+            (rotary_embedding_base, "_is_cpu", True),
+        ):
+            stack.enter_context(mock.patch.object(target, name, value, create=True))
+        yield
+
+
+def llama_eagle3_model(**fields) -> LlamaForCausalLMEagle3:
+    """The real EAGLE-3 draft model of llama_eagle3.py, built on the CPU from a tiny
+    config (random weights)."""
+    from transformers import LlamaConfig
+
+    config = eagle3(**fields)
+    with one_cpu_rank():
+        return LlamaForCausalLMEagle3(LlamaConfig(**config))
+
+
+def draft_forward_batch(mode: ForwardMode, hidden_states: torch.Tensor):
+    """What LlamaModel.forward reads of a batch before the mid layer."""
+    return SimpleNamespace(
+        forward_mode=mode,
+        spec_info=SimpleNamespace(hidden_states=hidden_states),
+        mm_input_embeds=None,
+        contains_mm_inputs=lambda: False,
+    )
+
+
+class TestDrafterFc(CustomTestCase):
+    """LlamaForCausalLMEagle3's fc takes the aux hidden states of the target layers the
+    drafter declares, and its forward reads the hidden states by what the step is."""
+
+    FOUR_IDS = [1, 3, 5, 6]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.models = {
+            "eagle_config": llama_eagle3_model(
+                eagle_config={"eagle_aux_hidden_state_layer_ids": cls.FOUR_IDS}
+            ),
+            "top level": llama_eagle3_model(
+                eagle_aux_hidden_state_layer_ids=cls.FOUR_IDS
+            ),
+        }
+
+    def test_fc_takes_the_declared_aux_layers(self):
+        for where, model in self.models.items():
+            with self.subTest(declared_in=where):
+                self.assertEqual(model.model.fc.in_features, 4 * 256)
+                self.assertEqual(model.model.fc.out_features, 256)
+        self.assertEqual(llama_eagle3_model().model.fc.in_features, 3 * 256)
+        narrow = llama_eagle3_model(
+            hidden_size=128,
+            target_hidden_size=256,
+            eagle_aux_hidden_state_layer_ids=[1, 6],
+        )
+        self.assertEqual(narrow.model.fc.in_features, 2 * 256)
+
+    def test_forward_with_another_width_fails_naming_both(self):
+        model = self.models["top level"].model
+        tokens = torch.tensor([1, 2])
+        for mode in (ForwardMode.DRAFT_EXTEND, ForwardMode.EXTEND):
+            with self.subTest(mode=mode.name):
+                batch = draft_forward_batch(mode, torch.zeros((2, 3 * 256)))
+                with one_cpu_rank(), self.assertRaises(ValueError) as raised:
+                    model(tokens, tokens, batch)
+                message = str(raised.exception)
+                self.assertIn("fc takes 1024 features", message)
+                self.assertIn("768 wide", message)
+
+    def test_each_step_reads_its_own_width(self):
+        model = self.models["eagle_config"].model
+        features = torch.randn((2, 4 * 256))
+        own = torch.randn((2, 256))
+        for mode in (ForwardMode.EXTEND, ForwardMode.DRAFT_EXTEND):
+            with self.subTest(mode=mode.name):
+                out = model.project_hidden_states(
+                    features, draft_forward_batch(mode, features)
+                )
+                self.assertTrue(torch.equal(out, model.fc(features)))
+        # A draft decode step reads the draft model's own hidden states, also when DP
+        # attention pads it as an EXTEND batch.
+        padded = draft_forward_batch(ForwardMode.EXTEND, own)
+        padded._original_forward_mode = ForwardMode.DECODE
+        for batch in (draft_forward_batch(ForwardMode.DECODE, own), padded):
+            self.assertIs(model.project_hidden_states(own, batch), own)
+        # Idle batches, either phase: hidden_size wide, through the real forward.
+        for width in (4 * 256, 256):
+            with self.subTest(idle_width=width):
+                empty = torch.zeros((0, width))
+                none = torch.zeros((0,), dtype=torch.int64)
+                batch = draft_forward_batch(ForwardMode.IDLE, empty)
+                with one_cpu_rank():
+                    hidden_states, _ = model(none, none, batch)
+                self.assertEqual(tuple(hidden_states.shape), (0, 256))
+
+    def test_without_aux_hidden_states_the_target_state_is_read_as_it_is(self):
+        model = llama_eagle3_model(eagle_config={"use_aux_hidden_state": False}).model
+        last = torch.randn((2, 256))
+        batch = draft_forward_batch(ForwardMode.DRAFT_EXTEND, last)
+        self.assertIs(model.project_hidden_states(last, batch), last)
 
 
 if __name__ == "__main__":
