@@ -1,5 +1,5 @@
 """The tested releases before 0.5.11 (0.5.9, 0.5.10, 0.5.10.post1, their wheels from PyPI):
-accepted without ``--allow-untested-version``, ``apply`` routes the same 14 sizing sites,
+accepted without ``--allow-untested-version``, ``apply`` routes the same 15 sizing sites,
 ``check`` then passes, ruff finds nothing new in the changed files (no unused local left,
 F841), ``revert`` gives back every byte, and the fork's CPU test (the file ``apply`` adds to a
 checkout) passes on each patched tree, run as SGLang's CPU CI runs it (no libcuda) through
@@ -50,11 +50,11 @@ def _lint(srt, files) -> Counter:
 
 
 def _apply(package: Path, version: str) -> None:
-    """``apply`` without the flag: no warning, the 14 sizing sites routed."""
+    """``apply`` without the flag: no warning, the 15 sizing sites routed."""
     code, out, err = run_cli("apply", str(package))
     assert code == 0, err
     assert err == ""
-    assert sum(line.startswith("routed ") for line in out.splitlines()) == 14
+    assert sum(line.startswith("routed ") for line in out.splitlines()) == 15
     assert out.splitlines()[-1].startswith(f"applied to SGLang {version} (")
 
 
@@ -62,7 +62,7 @@ def _unchanged_by_lint(srt: Path, release: dict[str, bytes]) -> None:
     """ruff finds nothing new in the files apply changed, line numbers aside (0.5.9-0.5.10's
     ``model_config`` local included)."""
     changed = [f for f in SITE_FILES if (srt / f).read_bytes() != release[f]]
-    assert len(changed) == 13  # the files apply changes in 0.5.11 too
+    assert len(changed) == 14  # the files apply changes in 0.5.11 too
     after = _lint(srt, changed)
     for f in changed:
         (srt / f).rename(srt / (f + ".patched"))

@@ -65,7 +65,7 @@ def test_the_hook_fails_on_the_release_and_passes_once_patched(hook, checkout):
     assert "python/sglang/srt/speculative/eagle_worker.py:" in before.stdout
     # and ends with the tree it checked and the command that fixes it
     assert before.stderr.splitlines()[-2].startswith(
-        "checked SGLang 0.5.11 (git tag v0.5.11) at python/sglang: 14 sizing sites to route"
+        "checked SGLang 0.5.11 (git tag v0.5.11) at python/sglang: 15 sizing sites to route"
     )
     assert before.stderr.splitlines()[-1] == "to fix, run: sglang-eagle-sizing apply ."
 

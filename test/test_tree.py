@@ -43,7 +43,7 @@ def test_check_changes_nothing(tree):
 def test_apply_then_check_passes_and_second_apply_is_a_no_op(tree, capsys):
     assert main(["apply", str(tree)]) == 0
     out = capsys.readouterr().out
-    assert "14 sizing sites routed" in out
+    assert "15 sizing sites routed" in out
     assert main(["check", str(tree)]) == 0
     assert capsys.readouterr().out == ""
     after_first = tree_digest(tree)
