@@ -54,8 +54,9 @@ RULE_FAMILIES = (
     "start-up",
 )
 #: The mutants CI runs (scripts/fork_mutation_table.py runs them all): one per site kind
-#: and rule family, the paths the CPU test reaches through the real workers, the false
-#: alarm and the benign refactor a textual guard would fail on.
+#: and rule family, the paths the CPU test reaches through the real workers (the three it
+#: kills by behaviour where it once read source text among them), the false alarm and the
+#: benign refactor a textual guard would fail on.
 #: test_ci_sample_covers_every_rule_and_site_kind keeps it covering.
 CI_SAMPLE = (
     "site EAGLEWorker.forward_draft_extend_after_decode",
@@ -74,6 +75,9 @@ CI_SAMPLE = (
     "rule start-up: EagleDraftWorker.__init__ as in 0.5.11",
     "target capture: layer ids shifted by one",
     "idle: EAGLEWorkerV2 sizes from the target worker",
+    "idle: v2 draft-extend input without a pointer row",
+    "padded decode: Triton zeroes the wrong rows",
+    "PD buffers: prefill side takes the extend width without aux",
     "not a bug: a DFLASH buffer",
     "benign: the PD condition's operands swapped",
 )
@@ -226,7 +230,7 @@ def test_ci_sample_covers_every_rule_and_site_kind(all_mutants_of_the_tree):
     for rule in RULE_FAMILIES:
         assert any(m.name.startswith(f"rule {rule}") for m in sample), rule
     assert {m.family for m in sample} == {"site", "rule", "path", *NOT_BUGS}
-    assert len(sample) <= 18  # about 2 minutes on two cores
+    assert len(sample) <= 21  # about 2.5 minutes on two cores
 
 
 def test_mutation_table_in_docs_is_current(all_mutants_of_the_tree, mutation_runs):
