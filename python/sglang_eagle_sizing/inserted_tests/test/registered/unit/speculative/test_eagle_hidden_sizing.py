@@ -1,30 +1,9 @@
-"""Unit tests for the EAGLE hidden-state sizing contract (srt/speculative/eagle_info.py).
-
-``EagleDraftInput.hidden_size_for/dtype_for`` (decode phase) and
-``EagleDraftExtendInput.hidden_size_for/dtype_for`` (extend phase) size every idle input,
-CUDA-graph buffer and PD metadata buffer of EAGLE, EAGLE-3, MTP and STANDALONE.
-
-The workers under test are the real ones (``EAGLEWorker``, ``MultiLayerEagleWorker``,
-``EagleDraftWorker``/``EAGLEWorkerV2``, ``MultiLayerEagleDraftWorker``/
-``MultiLayerEagleWorkerV2``, the STANDALONE workers), started by their own ``__init__``.
-What is replaced is the device work only: the draft ``TpModelWorker``'s model runners
-(weights, KV cache), its process groups, the draft attention backends, and the target
-worker, whose model is never loaded. ``Scheduler.init_disaggregation`` runs for real up to
-the transfer queues, the target ``ModelRunner.__init__`` up to the point where it has
-decided which layers the target captures, and the idle-input paths up to the draft
-forward, where the input they built is read. The draft CUDA-graph runners' constructors run
-with only the graph capture replaced. Attention is the real ``TritonAttnBackend`` with its
-kernels in Triton's interpreter, on a padded batch of one of two attention-DP ranks. No
-server, weights, GPU or network; the model configs are minimal synthetic ``config.json``
-files that vary only the fields sizing reads.
+"""Unit tests of the EAGLE workers on the CPU: how they read the drafter's config and
+size the hidden states they pass between steps. No server, weights, GPU or network.
 
 Worker modules import ``sgl_kernel``, which needs a GPU driver: on a CPU runner
 ``maybe_stub_sgl_kernel`` replaces it with an empty stub before those imports (no
 ``sgl_kernel`` kernel runs here; no CUDA graph is captured).
-
-The last class reads, with ``ast``, the classes that hold a sizing site: where 0.5.11's
-inline size equals the classmethods' (so no behaviour differs), the size must still come
-from the classmethods.
 """
 
 import os
@@ -493,7 +472,14 @@ def v2_idle_input(worker):
 
 
 class WorkerTestCase(CustomTestCase):
-    """Holds the config folders and starts real workers."""
+    """Holds the config folders and starts real workers.
+
+    The workers are started by their own ``__init__``. What is replaced is the device
+    work only: the draft ``TpModelWorker``'s model runners (weights, KV cache), its
+    process groups, the draft attention backends, and the target worker, whose model is
+    never loaded. The model configs are minimal synthetic ``config.json`` files that vary
+    only the fields sizing reads.
+    """
 
     @classmethod
     def setUpClass(cls):
