@@ -332,8 +332,8 @@ def get_eagle_draft_dtype(
     if draft_dtype == target_dtype:
         return server_args_dtype
     logger.info(
-        f"The draft model config gives {draft_dtype}, the target's gives "
-        f"{target_dtype}: the draft model is built in {target_dtype}."
+        f"At --dtype auto the draft model config gives {draft_dtype} and the target's "
+        f"gives {target_dtype}: the draft model is built in {target_dtype}."
     )
     return target_dtype
 '''
