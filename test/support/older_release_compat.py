@@ -25,7 +25,10 @@ would. The release's own files are not touched (``revert`` must give back every 
   (``draft_attn_backend`` / ``draft_extend_attn_backend``, 0.5.11); before, they read it from
   the draft model runner / the worker, where it is put;
 - the graph runners' input buffers as one ``buffers`` object (0.5.10): 0.5.9's runners hold
-  ``hidden_states`` themselves, which ``buffers.hidden_states`` reads.
+  ``hidden_states`` themselves, which ``buffers.hidden_states`` reads;
+- ``sglang.srt.layers.rotary_embedding.base``: a package's module in later releases, where
+  the test sets RoPE's CPU flag; a module of that name before, which is given itself as
+  ``base``.
 
 And one test class is skipped where its premise does not hold: ``TestPaddedIdleBatchOnTriton``
 needs SGLang to pad the idle rank of two attention-DP ranks to its busy peer's tokens
@@ -159,6 +162,12 @@ def _multi_layer_draft_extend_cuda_graph_runner(module):
     _with_buffers(module.MultiLayerEagleDraftExtendCudaGraphRunner)
 
 
+def _rotary_embedding(module):
+    # A module before 0.5.10's package of that name: it is its own ``base``.
+    if not hasattr(module, "__path__") and not hasattr(module, "base"):
+        module.base = module
+
+
 def _pads_an_idle_rank_of_two() -> bool:
     from sglang.srt.layers import dp_attention
 
@@ -187,6 +196,7 @@ PATCHES = {
     "sglang.test.test_utils": _test_utils,
     "sglang.srt.model_executor.model_runner": _model_runner,
     "sglang.srt.configs.model_config": _model_config,
+    "sglang.srt.layers.rotary_embedding": _rotary_embedding,
     "sglang.srt.speculative.multi_layer_eagle_worker_v2": _multi_layer_eagle_worker_v2,
     "sglang.srt.speculative.eagle_draft_cuda_graph_runner": _draft_cuda_graph_runner,
     "sglang.srt.speculative.eagle_draft_extend_cuda_graph_runner": (
