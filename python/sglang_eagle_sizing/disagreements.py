@@ -98,7 +98,7 @@ def table(data: Path, tree: SglangTree) -> str:
     with Trees(tree) as trees:
         for folder in sorted(p for p in data.iterdir() if (p / "draft").is_dir() and (p / "target").is_dir()):
             try:
-                pair = load_pair(folder / "draft", folder / "target")
+                pair = load_pair(folder / "draft", folder / "target", trees.patched)
             except ConfigError as exc:
                 not_loaded.append(f"- {folder.name}: {str(exc).replace(str(data) + '/', '')}")
                 continue

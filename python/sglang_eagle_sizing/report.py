@@ -20,12 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import transaction
+from .configs import SPECULATORS_ADAPTER_FILE
 from .patch import check_tree, rewrite_tree
 from .sites import SITE_FILES, Kind, Phase
 from .tree import KNOWN_VERSION, SglangTree
 
 HELP = "print the width, dtype and bytes of every sizing site for a drafter/target pair"
 BUNDLED = Path(__file__).parent / "data" / "llama3.1-8b-instruct__specforge-llama3-8b-eagle3"
+
+#: The files evaluated: the site files, and the one that reads a speculators-format drafter.
+REPORT_FILES = tuple(sorted({*SITE_FILES, SPECULATORS_ADAPTER_FILE}))
 
 #: ServerArgs' cuda_graph_max_bs when it cannot read the GPU's memory.
 DEFAULT_CUDA_GRAPH_MAX_BS = 160
@@ -102,13 +106,13 @@ def _release_sources() -> dict[str, str]:
     from .wheel import cached_release_wheel
 
     with zipfile.ZipFile(cached_release_wheel()) as wheel:
-        return {f: wheel.read(f"sglang/srt/{f}").decode("utf-8") for f in SITE_FILES}
+        return {f: wheel.read(f"sglang/srt/{f}").decode("utf-8") for f in REPORT_FILES}
 
 
 def tree_sources(tree: SglangTree) -> tuple[dict[str, str], dict[str, str], str]:
     """(pristine, patched) texts of the site files, and where the pristine ones came from."""
     report = check_tree(tree)
-    current = {f: tree.read(f) for f in SITE_FILES}
+    current = {f: tree.read(f) for f in REPORT_FILES}
     any_routed = any(f.status == "routed" and f.label in ("decode", "extend") for f in report.findings)
     manifest = transaction.read_manifest(tree)
     if not any_routed:
@@ -133,7 +137,8 @@ def tree_sources(tree: SglangTree) -> tuple[dict[str, str], dict[str, str], str]
 
 # -- the report ----------------------------------------------------------------------------
 class Trees:
-    """The pristine and patched site files, written to a scratch folder for evaluation."""
+    """The pristine and patched site files (``REPORT_FILES``), written to a scratch folder for
+    evaluation; ``patched`` is also what reads a speculators-format drafter (``load_pair``)."""
 
     def __init__(self, tree: SglangTree):
         pristine, patched, self.origin = tree_sources(tree)
@@ -151,8 +156,8 @@ class Trees:
 def build(draft_dir: Path, target_dir: Path, algorithm: str | None, tree: SglangTree) -> dict:
     from .configs import load_pair
 
-    pair = load_pair(draft_dir, target_dir)
     with Trees(tree) as trees:
+        pair = load_pair(draft_dir, target_dir, trees.patched)
         return build_for_pair(pair, algorithm or infer_algorithm(pair.draft), trees)
 
 
