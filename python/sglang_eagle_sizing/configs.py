@@ -13,7 +13,7 @@ file and the key. The original folders are never modified.
   weight quantization does not change hidden sizes.
 - the ``speculators`` format (``speculators_config``; ``Eagle3Speculator``, ``Eagle3DraftModel``):
   converted to the ``LlamaForCausalLMEagle3`` config the patched tree serves for it, by that
-  tree's own ``speculators_eagle3_to_llama_config`` (``utils/hf_transformers/config.py``);
+  tree's own ``speculators_eagle3_to_llama_config`` (beside its ``get_config``);
   what it refuses (a layer type other than llama, more than one layer) is a ``ConfigError``
   with its message, which names the key. SGLang 0.5.11 itself does not read the format.
 """
@@ -30,12 +30,10 @@ from pathlib import Path
 
 HEAD_SUFFIXES = ("Eagle3", "Eagle", "NextN", "MTP")
 
-#: The patched tree's module that reads the speculators format (``speculators-format``).
-SPECULATORS_ADAPTER_FILE = "utils/hf_transformers/config.py"
 SPECULATORS_ARCHITECTURES = ("Eagle3Speculator", "Eagle3DraftModel")
 
-#: A config dict -> the config dict SGLang loads in its place (``LlamaConfig.to_dict()``).
-Converter = Callable[[dict], dict]
+#: (a config dict, its path) -> the config dict SGLang loads in its place.
+Converter = Callable[[dict, str], dict]
 
 
 class ConfigError(Exception):
@@ -101,11 +99,11 @@ def _adapt(
                 "speculators_eagle3_to_llama_config)"
             )
         try:
-            config = speculators(config)
+            config = speculators(config, str(path))
         except (ValueError, KeyError, TypeError) as exc:
+            message = str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}"
             raise ConfigError(
-                f"{path}: the speculators format, refused by the patched tree's "
-                f"speculators_eagle3_to_llama_config: {exc}"
+                f"{message} (the patched tree's speculators_eagle3_to_llama_config)"
             ) from None
         notes.append(
             f"{path}: the speculators format, read by the patched tree's "
@@ -153,22 +151,27 @@ def _quantization_supported(method) -> bool:
 
 def speculators_converter(srt: Path) -> Converter | None:
     """The speculators-format reader of the tree whose ``srt`` folder is given (its own
-    ``speculators_eagle3_to_llama_config``), as a dict -> dict function; None when that
-    tree has none (0.5.11)."""
+    ``speculators_eagle3_to_llama_config``, beside ``get_config``), as a function giving the
+    config dict SGLang loads; None when that tree has none (0.5.11)."""
     import hashlib
     import importlib
     import importlib.util
     import sys
 
-    path = srt / SPECULATORS_ADAPTER_FILE
-    if not path.is_file():
+    from .sites import GET_CONFIG_FILES
+
+    found = [
+        (file, (srt / file).read_bytes())
+        for file in GET_CONFIG_FILES
+        if (srt / file).is_file()
+        and b"def speculators_eagle3_to_llama_config(" in (srt / file).read_bytes()
+    ]
+    if not found:
         return None
-    text = path.read_bytes()
-    if b"def speculators_eagle3_to_llama_config" not in text:
-        return None
-    # A submodule of the installed package under a private name: the file's relative
-    # imports resolve, and the installed module is left alone.
-    package = "sglang.srt.utils.hf_transformers"
+    (file, text), path = found[0], srt / found[0][0]
+    # A module of the installed package under a private name: the file's relative imports
+    # resolve, and the installed module is left alone.
+    package = "sglang.srt." + str(Path(file).parent).replace("/", ".")
     name = f"{package}._sglang_eagle_sizing_{hashlib.sha256(text).hexdigest()[:16]}"
     module = sys.modules.get(name)
     if module is None:
@@ -178,7 +181,7 @@ def speculators_converter(srt: Path) -> Converter | None:
         sys.modules[name] = module
         spec.loader.exec_module(module)
     to_llama = module.speculators_eagle3_to_llama_config
-    return lambda config: to_llama(config).to_dict()
+    return lambda config, path: to_llama(config, path).to_dict()
 
 
 def load_pair(
