@@ -136,7 +136,8 @@ def test_what_the_speculators_reader_refuses_is_a_clear_error(trees, tmp_path, k
 
 def test_a_tree_without_the_speculators_reader_is_named(trees):
     """0.5.11 has no reader of the format: asked to read it with that tree, load_pair says so."""
-    with pytest.raises(ConfigError, match=r"draft/config\.json: .* speculators format, which only a patched tree reads"):
+    only_patched = r"draft/config\.json: .* speculators format, which only a patched tree reads"
+    with pytest.raises(ConfigError, match=only_patched):
         load_pair(DATA / SPECULATORS / "draft", DATA / SPECULATORS / "target", trees.pristine)
 
 

@@ -433,7 +433,8 @@ def drafter_fc(srt: Path, draft, eagle_info, use_aux: bool) -> tuple[int, int | 
             scope = {n: getattr(eagle_info, n) for n in dir(eagle_info) if not n.startswith("__")}
             scope.update(self=SimpleNamespace(), config=draft.hf_config)
             try:
-                exec(compile(ast.Module(body=setup, type_ignores=[]), DRAFTER_FC.file, "exec"), scope)  # noqa: S102
+                code = compile(ast.Module(body=setup, type_ignores=[]), DRAFTER_FC.file, "exec")
+                exec(code, scope)  # noqa: S102 - the tree's own statements, on the drafter's config
                 return stmt.lineno, int(_evaluate(width, scope, {})), None
             except Exception as exc:  # reported as the site's value
                 return stmt.lineno, None, f"{type(exc).__name__}: {exc}"
