@@ -3,7 +3,8 @@ the same checkpoint and inputs, float32 on the CPU.
 
 Runs inside one SGLang tree (first on sys.path). Usage:
 
-    python speculators_oracle_probe.py WORKDIR [--prototype] [--case NAME ...] [--mutant NAME ...]
+    python speculators_oracle_probe.py WORKDIR [--prototype] [--case NAME ...]
+                                               [--mutant NAME ... | --all-mutants]
 
 For each case (a norm variant and an aux-layer count, see ``CASES``) it builds a tiny drafter
 with the library (``Eagle3DraftModel``, random weights, norm weights away from 1) and saves it
@@ -355,11 +356,14 @@ def main():
     work = Path(args.pop(0))
     prototype = "--prototype" in args
     mutants = [args[i + 1] for i, arg in enumerate(args) if arg == "--mutant"]
+    if "--all-mutants" in args:
+        mutants = list(MUTANTS)
     chosen = [args[i + 1] for i, arg in enumerate(args) if arg == "--case"]
     torch.set_default_dtype(torch.float32)
     out = {
         "sglang_file": sglang.__file__,
         "import_seconds": round(time.time() - START, 1),
+        "mutant_descriptions": {name: MUTANTS[name][0] for name in mutants},
         "cases": {},
     }
     for case in CASES:
