@@ -17,6 +17,8 @@ comparison has teeth: each is caught by the cases of the variant it breaks, and 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from conftest import SUPPORT, probe_json, run_python
@@ -31,21 +33,50 @@ HIDDEN = 64
 VARIANTS = ["default", "norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"]
 CASES = [f"{variant}/{aux}" for variant in VARIANTS for aux in (3, 4)] + [
     "default/3 Eagle3Speculator",  # the early architecture name in config.json
+    "default/3 no aux ids",  # eagle_aux_hidden_state_layer_ids null: 3 to both
 ]
 
-#: mutant (see the probe's MUTANTS) -> the variant whose cases must catch it
-MUTANTS = {}
+#: mutant (the probe's MUTANTS: one change to the patched source) -> the variants whose
+#: cases must catch it (None: every case); every other case must still pass
+MUTANTS = {
+    "drop-input-norm": ("norm_before_fc",),
+    "drop-fc-norm": ("fc_norm",),
+    "fc-norms-reversed": ("fc_norm",),
+    "ignore-norm-before-residual": ("norm_before_residual",),
+    "ignore-norm-output": ("norm_output",),
+    "config-drops-norm-output": ("norm_output",),
+    "no-layers-0-rename": None,
+}
 
 
 @pytest.fixture(scope="module")
-def oracle(patched_root, libcuda_stub, tmp_path_factory):
+def probes(pristine_root, patched_root, libcuda_stub, tmp_path_factory):
+    """The probe in the patched tree (every case, every mutant) and, side by side, in 0.5.11
+    as released (``--prototype``: its config written by the probe, ``layers.0.*`` read as
+    ``midlayer.*``)."""
     work = tmp_path_factory.mktemp("speculators-oracle")
-    args = [str(SUPPORT / "speculators_oracle_probe.py"), str(work)]
+    probe = str(SUPPORT / "speculators_oracle_probe.py")
+    patched_args = [probe, str(work / "patched")]
     for mutant in MUTANTS:
-        args += ["--mutant", mutant]
-    probe = probe_json(run_python(patched_root, libcuda_stub, args))
-    assert probe["sglang_file"].startswith(str(patched_root))
-    return probe
+        patched_args += ["--mutant", mutant]
+    runs = {
+        "patched": (patched_root, patched_args),
+        "released": (pristine_root, [probe, str(work / "released"), "--prototype"]),
+    }
+    with ThreadPoolExecutor(2) as pool:
+        futures = {
+            tree: pool.submit(run_python, root, libcuda_stub, args)
+            for tree, (root, args) in runs.items()
+        }
+        probes = {tree: probe_json(future.result()) for tree, future in futures.items()}
+    for tree, (root, _) in runs.items():
+        assert probes[tree]["sglang_file"].startswith(str(root))
+    return probes
+
+
+@pytest.fixture(scope="module")
+def oracle(probes):
+    return probes["patched"]
 
 
 def test_every_case_ran(oracle):
@@ -61,14 +92,41 @@ def test_drafter_forward_equals_the_library(oracle, case):
     # The forward went through the attention backend: it wrote every token's K to the pool,
     # once per mode.
     assert got["kv_rows_written"] == [TOKENS, TOKENS]
+    # load_weights wrote every parameter (each starts as NaN).
+    assert got["unloaded"] == []
     assert got["logits"] <= ATOL, got
     assert got["carried"] <= ATOL, got
 
 
+def caught(got: dict) -> bool:
+    if "error" in got or got["unloaded"]:
+        return True
+    return max(got["logits"], got["carried"]) > CAUGHT
+
+
 @pytest.mark.parametrize("mutant", list(MUTANTS))
 def test_a_mutant_is_caught_by_its_variant_only(oracle, mutant):
-    variant = MUTANTS[mutant]
-    for case in CASES:
-        got = oracle["cases"][case]["mutants"][mutant]
-        caught = "error" in got or max(got["logits"], got["carried"]) > CAUGHT
-        assert caught == case.startswith(variant + "/"), (case, got)
+    variants = MUTANTS[mutant]
+    for case, result in oracle["cases"].items():
+        got = result["mutants"][mutant]
+        expected = variants is None or result["variant"] in variants
+        assert caught(got) == expected, (case, got)
+        if not expected:
+            assert max(got["logits"], got["carried"]) <= ATOL, (case, got)
+
+
+def test_released_0_5_11_matches_the_default_variant_only(probes):
+    """The harness discriminates without the patch: 0.5.11's drafter (its config written by
+    the probe, the weights renamed) equals the library on the default variant with 3 aux
+    layers, differs on every other variant, and cannot load 4 aux layers into its fc."""
+    cases = probes["released"]["cases"]
+    assert list(cases) == CASES
+    for case, got in cases.items():
+        if case.endswith("/4"):
+            assert "Attempted to load weight" in got.get("error", ""), (case, got)
+        elif case.startswith("default/"):
+            assert max(got["logits"], got["carried"]) <= ATOL, (case, got)
+        else:
+            assert max(got["logits"], got["carried"]) > CAUGHT, (case, got)
+    # norm_output changes only what is carried to the next step, not the logits.
+    assert cases["norm_output/3"]["logits"] <= ATOL

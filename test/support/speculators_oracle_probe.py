@@ -44,8 +44,10 @@ import os
 os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported (SGLang imports it)
 
 import contextlib
+import functools
 import importlib
 import json
+import math
 import sys
 import time
 import types
@@ -89,17 +91,56 @@ VARIANTS = {
 }
 #: aux layer ids declared at the top level of the checkpoint's config, by count
 AUX_IDS = {3: [2, 5, 8], 4: [1, 3, 5, 7]}
-#: (case name, variant, aux count, architectures written in config.json or None: as saved)
-CASES = [(f"{v}/{n}", v, n, None) for v in VARIANTS for n in AUX_IDS] + [
-    ("default/3 Eagle3Speculator", "default", 3, ["Eagle3Speculator"]),
+#: (case name, variant, aux count, the aux ids the config declares (None: it declares none,
+#: which is 3 to the library), architectures written in config.json (None: as saved))
+CASES = [(f"{v}/{n}", v, n, AUX_IDS[n], None) for v in VARIANTS for n in AUX_IDS] + [
+    # the architecture name early speculators releases wrote
+    ("default/3 Eagle3Speculator", "default", 3, AUX_IDS[3], ["Eagle3Speculator"]),
+    ("default/3 no aux ids", "default", 3, None, None),
 ]
 
 #: the drafter: hidden 64, 4 heads of 16 (2 KV heads), target vocab 256, draft vocab 128
 HIDDEN, VOCAB, DRAFT_VOCAB = 64, 256, 128
 TOKENS = 6
 
+EAGLE3 = "sglang.srt.models.llama_eagle3"
+CONFIG = "sglang.srt.utils.hf_transformers.config"
 #: name -> (what the change does, [(module, text in its source, replacement), ...])
-MUTANTS = {}
+MUTANTS = {
+    "drop-input-norm": (
+        "fc reads the concatenated aux hidden states without input_norm (norm_before_fc)",
+        [(EAGLE3, "hidden_states = self.input_norm(hidden_states)",
+          "hidden_states = hidden_states")],
+    ),
+    "drop-fc-norm": (
+        "fc reads each aux layer's hidden states without its fc_norm",
+        [(EAGLE3, "[norm(chunk.contiguous()) for norm, chunk in",
+          "[chunk.contiguous() for norm, chunk in")],
+    ),
+    "fc-norms-reversed": (
+        "the fc_norm of the last aux layer normalizes the first one's chunk, and so on",
+        [(EAGLE3, "zip(self.fc_norm, chunks)", "zip(self.fc_norm[::-1], chunks)")],
+    ),
+    "ignore-norm-before-residual": (
+        "the mid layer's residual is the un-normed hidden states whatever the config says",
+        [(EAGLE3, 'self.norm_before_residual = getattr(config, "norm_before_residual", False)',
+          "self.norm_before_residual = False")],
+    ),
+    "ignore-norm-output": (
+        "the next draft step reads the hidden states before the final norm whatever the "
+        "config says",
+        [(EAGLE3, "hidden_states_to_aux = hidden_states_to_logits",
+          "hidden_states_to_aux = hidden_states_to_aux")],
+    ),
+    "config-drops-norm-output": (
+        "the speculators config's norm_output is not carried into the LlamaConfig",
+        [(CONFIG, '"fc_norm", "norm_output"):', '"fc_norm"):')],
+    ),
+    "no-layers-0-rename": (
+        "load_weights does not read layers.0.* as midlayer.* (the layer keeps its init)",
+        [(EAGLE3, 'if name.startswith("layers.0."):', 'if name.startswith("no such name"):')],
+    ),
+}
 
 
 class ServerArgsUnset:
@@ -130,7 +171,7 @@ def one_cpu_rank():
 
 
 # -- the library's side --------------------------------------------------------------------
-def library_drafter(variant: str, aux_count: int) -> Eagle3DraftModel:
+def library_drafter(variant: str, aux_ids: list[int] | None) -> Eagle3DraftModel:
     """A tiny drafter of the library's, random weights (norm weights around 1, not 1)."""
     torch.manual_seed(0)
     layer = LlamaConfig(
@@ -142,7 +183,7 @@ def library_drafter(variant: str, aux_count: int) -> Eagle3DraftModel:
     config = Eagle3SpeculatorConfig(
         transformer_layer_config=layer,
         draft_vocab_size=DRAFT_VOCAB,
-        eagle_aux_hidden_state_layer_ids=AUX_IDS[aux_count],
+        eagle_aux_hidden_state_layer_ids=aux_ids,
         **VARIANTS[variant],
         speculators_config=SpeculatorsConfig(
             algorithm="eagle3",
@@ -211,14 +252,14 @@ def mutated_module(name: str, edits: list[tuple[str, str]]) -> types.ModuleType:
     return module
 
 
+@functools.cache
 def sglang_modules(mutant: str | None):
     """(the config module, the llama_eagle3 module), the mutant's change made to its file."""
-    names = ("sglang.srt.utils.hf_transformers.config", "sglang.srt.models.llama_eagle3")
     modules = {}
-    for name in names:
+    for name in (CONFIG, EAGLE3):
         edits = [(t, r) for m, t, r in MUTANTS[mutant][1] if m == name] if mutant else []
         modules[name] = mutated_module(name, edits) if edits else importlib.import_module(name)
-    return modules[names[0]], modules[names[1]]
+    return modules[CONFIG], modules[EAGLE3]
 
 
 def prototype_config(folder: Path) -> LlamaConfig:
@@ -251,8 +292,14 @@ def sglang_drafter(folder: Path, prototype: bool, mutant: str | None):
              else name, tensor)
             for name, tensor in weights
         )
+    # Every parameter starts as NaN: one load_weights does not write stays NaN (and is
+    # reported), whatever memory the allocator hands back.
+    with torch.no_grad():
+        for param in model.parameters():
+            param.fill_(float("nan"))
     model.load_weights(weights)
-    return config, model
+    unloaded = [n for n, p in model.named_parameters() if torch.isnan(p).any()]
+    return config, model, unloaded
 
 
 def sglang_forward(model, config, aux, input_ids, mode: ForwardMode):
@@ -299,13 +346,14 @@ def sglang_forward(model, config, aux, input_ids, mode: ForwardMode):
 def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     if a.shape != b.shape:
         return float("inf")
-    return (a - b).abs().max().item()
+    difference = (a - b).abs().max().item()
+    return difference if math.isfinite(difference) else float("inf")
 
 
 def run_case(work: Path, case, prototype: bool, mutants: list[str]) -> dict:
-    name, variant, aux_count, architectures = case
+    name, variant, aux_count, aux_ids, architectures = case
     folder = work / name.replace("/", "-").replace(" ", "-")
-    library = library_drafter(variant, aux_count)
+    library = library_drafter(variant, aux_ids)
     library.save_pretrained(folder)
     if architectures is not None:
         saved = json.loads((folder / "config.json").read_text())
@@ -327,7 +375,7 @@ def run_case(work: Path, case, prototype: bool, mutants: list[str]) -> dict:
     }
     for mutant in [None, *mutants]:
         try:
-            config, model = sglang_drafter(folder, prototype, mutant)
+            config, model, unloaded = sglang_drafter(folder, prototype, mutant)
             runs = {
                 mode.name: sglang_forward(model, config, aux, input_ids, mode)
                 for mode in (ForwardMode.DRAFT_EXTEND_V2, ForwardMode.EXTEND)
@@ -342,6 +390,7 @@ def run_case(work: Path, case, prototype: bool, mutants: list[str]) -> dict:
                 "carried": max(max_diff(every[1], want_carried),
                                max_diff(last[1], want_carried)),
                 "kv_rows_written": [every[2], last[2]],
+                "unloaded": unloaded,
                 "fc_in_features": model.model.fc.in_features,
             }
         if mutant is None:
@@ -360,6 +409,7 @@ def main():
         mutants = list(MUTANTS)
     chosen = [args[i + 1] for i, arg in enumerate(args) if arg == "--case"]
     torch.set_default_dtype(torch.float32)
+    torch.set_num_threads(1)  # tiny matrices: threads only contend (2 shared cores in CI)
     out = {
         "sglang_file": sglang.__file__,
         "import_seconds": round(time.time() - START, 1),
