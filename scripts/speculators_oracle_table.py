@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -66,7 +67,8 @@ def number(value: float) -> str:
 
 def verdict(got: dict, tolerance: float = ATOL) -> str:
     if "error" in got:
-        return "fails: " + got["error"][:90].replace("|", "\\|")
+        error = re.sub(r"torch\.Size\((\[[^\]]*\])\)", r"\1", got["error"])
+        return "fails: " + error[:100].replace("|", "\\|")
     return "equal" if max(got["logits"], got["carried"]) <= tolerance else "differs"
 
 
@@ -88,21 +90,30 @@ def case_table(cases: dict) -> str:
 
 
 def mutant_table(result: dict) -> str:
-    lines = ["| mutant | what it changes | caught by (logits / carried) | passes |", "|---|---|---|---|"]
+    lines = [
+        "| mutant | what it changes | caught by: max abs diff, logits / carried "
+        "| the other cases |",
+        "|---|---|---|---|",
+    ]
     for mutant, description in result["mutant_descriptions"].items():
         caught, passed = [], []
         for name, got in result["cases"].items():
             m = got["mutants"][mutant]
             if "error" in m:
-                caught.append(f"`{name}` (fails: {m['error'].split(':')[0]})")
-            elif max(m["logits"], m["carried"]) > CAUGHT:
-                caught.append(f"`{name}` ({number(m['logits'])} / {number(m['carried'])})")
+                caught.append((name, f"({verdict(m)})"))
+            elif m["unloaded"] or max(m["logits"], m["carried"]) > CAUGHT:
+                unloaded = f", {len(m['unloaded'])} parameters not loaded" if m["unloaded"] else ""
+                caught.append((name, f"{number(m['logits'])} / {number(m['carried'])}{unloaded}"))
             else:
-                passed.append(f"`{name}`")
-        lines.append(
-            f"| `{mutant}` | {description} | {', '.join(caught) or 'none'} "
-            f"| {', '.join(passed) or 'none'} |"
+                passed.append(max(m["logits"], m["carried"]))
+        others = (
+            f"{len(passed)} equal (max {number(max(passed))})" if passed else "none"
         )
+        if len(caught) == len(result["cases"]) and len({d for _, d in caught}) == 1:
+            by = f"all {len(caught)} cases: {caught[0][1]}"
+        else:
+            by = "; ".join(f"`{name}` {detail}" for name, detail in caught) or "none"
+        lines.append(f"| `{mutant}` | {description} | {by} | {others} |")
     return "\n".join(lines)
 
 

@@ -3,7 +3,8 @@
 own ``Eagle3DraftModel`` forward on the same weights and inputs (float32, CPU).
 
 One run of test/support/speculators_oracle_probe.py in the patched tree (one process: the
-imports cost ~10 s, the eleven cases ~1 s, each mutant ~1 s). Each checkpoint is built by
+imports cost ~10 s, the twelve cases and seven mutants together ~5 s), and one in 0.5.11 as
+released, side by side. Each checkpoint is built by
 the library and written by its own ``save_pretrained``; SGLang reads it through the patched
 ``get_config`` and ``LlamaForCausalLMEagle3.load_weights`` (names as saved) and runs its real
 forward (``RadixAttention`` on ``TorchNativeAttnBackend``, real KV pools) on one sequence of 6
