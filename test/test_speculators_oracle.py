@@ -95,6 +95,8 @@ def test_drafter_forward_equals_the_library(oracle, case):
     assert got["kv_rows_written"] == [TOKENS, TOKENS]
     # load_weights wrote every parameter (each starts as NaN).
     assert got["unloaded"] == []
+    # The draft vocabulary maps to the target ids the library's t2d marks.
+    assert got["hot_token_ids_match"]
     assert got["logits"] <= ATOL, got
     assert got["carried"] <= ATOL, got
 

@@ -193,6 +193,12 @@ def library_drafter(variant: str, aux_ids: list[int] | None) -> Eagle3DraftModel
         ),
     )
     model = Eagle3DraftModel(config).eval()
+    # A pruned draft vocabulary: the target ids of the 128 draft tokens, through the
+    # library's own loader of the mappings (t2d marks them, d2t holds the offsets).
+    target_ids = torch.randperm(VOCAB)[:DRAFT_VOCAB].sort().values
+    t2d = torch.zeros(VOCAB, dtype=torch.bool)
+    t2d[target_ids] = True
+    model.load_vocab_mappings(t2d, target_ids - torch.arange(DRAFT_VOCAB))
     with torch.no_grad():
         for name, param in model.named_parameters():
             if "norm" in name:
@@ -392,6 +398,11 @@ def run_case(work: Path, case, prototype: bool, mutants: list[str]) -> dict:
                 "kv_rows_written": [every[2], last[2]],
                 "unloaded": unloaded,
                 "fc_in_features": model.model.fc.in_features,
+                # SGLang's draft-to-target token map (from d2t) against the target ids the
+                # library's t2d marks
+                "hot_token_ids_match": torch.equal(
+                    model.get_hot_token_id(), library.t2d.nonzero().flatten()
+                ),
             }
         if mutant is None:
             result.update(got)
