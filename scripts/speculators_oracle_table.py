@@ -69,21 +69,27 @@ def verdict(got: dict, tolerance: float = ATOL) -> str:
     if "error" in got:
         error = re.sub(r"torch\.Size\((\[[^\]]*\])\)", r"\1", got["error"])
         return "fails: " + error[:100].replace("|", "\\|")
+    if got["unloaded"]:
+        return f"differs: {len(got['unloaded'])} parameters not loaded"
+    if not got["hot_token_ids_match"]:
+        return "differs: draft vocab map"
     return "equal" if max(got["logits"], got["carried"]) <= tolerance else "differs"
 
 
 def case_table(cases: dict) -> str:
     lines = [
-        "| case | variant | aux | max abs diff, logits | max abs diff, carried hidden | verdict |",
-        "|---|---|---|---|---|---|",
+        "| case | variant | aux | max abs diff, logits | max abs diff, carried hidden "
+        "| draft vocab map | verdict |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, got in cases.items():
         if "error" in got:
-            diffs = ["-", "-"]
+            cells = ["-", "-", "-"]
         else:
-            diffs = [number(got["logits"]), number(got["carried"])]
+            vocab = "same" if got["hot_token_ids_match"] else "differs"
+            cells = [number(got["logits"]), number(got["carried"]), vocab]
         lines.append(
-            f"| `{name}` | {got['variant']} | {got['aux']} | {diffs[0]} | {diffs[1]} "
+            f"| `{name}` | {got['variant']} | {got['aux']} | {' | '.join(cells)} "
             f"| {verdict(got)} |"
         )
     return "\n".join(lines)
