@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import SUPPORT, probe_json, run_python
+from conftest import REPO, SUPPORT, probe_json, run_python
 
 #: float32 on the CPU: the two forwards differ by rounding only (~1e-6 observed)
 ATOL = 1e-5
@@ -133,3 +133,15 @@ def test_released_0_5_11_matches_the_default_variant_only(probes):
             assert max(got["logits"], got["carried"]) > CAUGHT, (case, got)
     # norm_output changes only what is carried to the next step, not the logits.
     assert cases["norm_output/3"]["logits"] <= ATOL
+
+
+def test_the_doc_tables_list_every_case_and_mutant():
+    """docs/speculators-oracle.md's tables (pasted from scripts/speculators_oracle_table.py)
+    cover what this file runs: every case equal on the patched tree, every mutant."""
+    doc = (REPO / "docs" / "speculators-oracle.md").read_text()
+    rows = [line for line in doc.splitlines() if line.startswith("| `")]
+    patched = rows[: len(CASES)]
+    assert [row.split("`")[1] for row in patched] == CASES
+    assert all(row.endswith("| equal |") for row in patched), patched
+    mutants = [row.split("`")[1] for row in rows[len(CASES):len(CASES) + len(MUTANTS)]]
+    assert mutants == list(MUTANTS)
