@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import REPO, STAND_IN_TESTS
 from sglang_eagle_sizing.cli import main as cli_main
-from sglang_eagle_sizing.sites import SITE_FILES
+from sglang_eagle_sizing.sites import GET_CONFIG_FILES, SITE_FILES
 
 HOOK_ID = "sglang-eagle-sizing-check"
 
@@ -32,7 +32,7 @@ def test_the_hook_is_declared_as_the_brief_says(hook):
     assert hook["language"] == "python"
     assert hook["pass_filenames"] is False
     # every file that holds a site triggers it
-    for file in SITE_FILES:
+    for file in (*SITE_FILES, *GET_CONFIG_FILES):
         assert hook.get("always_run") is True or re.search(hook["files"], "python/sglang/srt/" + file), file
     # and so does removing a fork test file apply added
     for key in STAND_IN_TESTS:

@@ -25,6 +25,8 @@ PD_STANDALONE = "pd-standalone"
 DRAFTER_FC = "drafter-fc"
 IDLE_INPUTS = "idle-inputs"
 ATTENTION_BACKENDS = "attention-backends"
+EAGLE3_NORM_VARIANTS = "eagle3-norm-variants"
+SPECULATORS_FORMAT = "speculators-format"
 E2E_TEST = "e2e-test"
 
 #: In the order they land: each may use what the ones before it provide, never what a later
@@ -43,6 +45,8 @@ ORDER: tuple[str, ...] = (
     DRAFTER_FC,
     IDLE_INPUTS,
     ATTENTION_BACKENDS,
+    EAGLE3_NORM_VARIANTS,
+    SPECULATORS_FORMAT,
     E2E_TEST,
 )
 

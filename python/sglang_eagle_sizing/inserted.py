@@ -507,3 +507,156 @@ class LlamaModel:
             )
         return self.fc(hidden_states)
 '''
+
+# -- the EAGLE-3 drafter's norm variants (models/llama_eagle3.py) ----------------------
+
+#: After ``self.hidden_norm = RMSNorm(...)`` in the mid layer's ``__init__``.
+NORM_BEFORE_RESIDUAL_FLAG = """
+# Whether the residual is the normed hidden states (norm_before_residual).
+self.norm_before_residual = getattr(config, "norm_before_residual", False)
+"""
+
+#: After ``hidden_states = self.hidden_norm(hidden_states)`` in the mid layer's ``forward``.
+NORM_BEFORE_RESIDUAL = """
+if self.norm_before_residual:
+    residual = hidden_states
+"""
+
+#: After ``self.fc = ...`` in ``LlamaModel.__init__``.
+FC_NORMS = """
+# Some drafters normalize the target's hidden states before fc: over their
+# concatenation (norm_before_fc) or per aux layer (fc_norm).
+norm_before_fc = getattr(config, "norm_before_fc", False)
+fc_norm = getattr(config, "fc_norm", False)
+if norm_before_fc and fc_norm:
+    raise ValueError(
+        "The draft model config sets both norm_before_fc and fc_norm: "
+        "fc's input is normalized one way or the other."
+    )
+self.input_norm = None
+if norm_before_fc:
+    self.input_norm = RMSNorm(self.fc.in_features, eps=config.rms_norm_eps)
+self.fc_norm = None
+if fc_norm:
+    self.fc_norm = nn.ModuleList(
+        RMSNorm(self.hidden_size_in, eps=config.rms_norm_eps)
+        for _ in range(self.fc.in_features // self.hidden_size_in)
+    )
+# Whether the next draft step reads the normed hidden states (norm_output).
+self.norm_output = getattr(config, "norm_output", False)
+"""
+
+#: After ``hidden_states_to_logits, hidden_states_to_aux = self.norm(...)`` in
+#: ``LlamaModel.forward``.
+NORM_OUTPUT = """
+if self.norm_output:
+    hidden_states_to_aux = hidden_states_to_logits
+"""
+
+#: What ``LlamaModel`` calls instead of ``self.fc(...)``.
+APPLY_FC = "self.apply_fc"
+
+APPLY_FC_METHOD = '''
+class LlamaModel:
+    def apply_fc(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """fc of the aux hidden states, after the norms the drafter declares."""
+        if self.input_norm is not None:
+            hidden_states = self.input_norm(hidden_states)
+        if self.fc_norm is not None:
+            chunks = hidden_states.chunk(len(self.fc_norm), dim=-1)
+            hidden_states = torch.cat(
+                [norm(chunk.contiguous()) for norm, chunk in zip(self.fc_norm, chunks)],
+                dim=-1,
+            )
+        return self.fc(hidden_states)
+'''
+
+# -- the speculators format (utils/hf_transformers/config.py, models/llama_eagle3.py) ---
+
+#: Before ``get_config``.
+SPECULATORS_CONFIG_FUNCTIONS = '''
+def is_speculators_eagle3_config(config_dict: dict) -> bool:
+    """Whether a config.json was written by the speculators library."""
+    return "speculators_config" in config_dict
+
+
+def speculators_eagle3_to_llama_config(config_dict: dict, path: str = "config.json"):
+    """The LlamaForCausalLMEagle3 config of a speculators-format EAGLE-3 drafter.
+
+    The format nests the decoder layer's config under transformer_layer_config and
+    keeps the drafter's own keys at the top level: the aux layer ids, the draft
+    vocabulary and the norm variants llama_eagle3.py reads.
+    """
+    from transformers import LlamaConfig
+
+    def refuse(key: str, value, reason: str) -> ValueError:
+        return ValueError(f"{path}: {key}={value!r}: {reason}")
+
+    algorithm = (config_dict.get("speculators_config") or {}).get("algorithm")
+    if algorithm != "eagle3":
+        raise refuse(
+            "speculators_config.algorithm",
+            algorithm,
+            "only eagle3 drafters load as LlamaForCausalLMEagle3",
+        )
+    layer = dict(config_dict.get("transformer_layer_config") or {})
+    # The speculators library builds a Qwen3 layer when none is named.
+    model_type = layer.pop("model_type", "qwen3")
+    if model_type != "llama":
+        raise refuse(
+            "transformer_layer_config.model_type",
+            model_type,
+            "LlamaForCausalLMEagle3 has a llama decoder layer",
+        )
+    num_layers = layer.get("num_hidden_layers", 1)
+    if num_layers != 1:
+        raise refuse(
+            "transformer_layer_config.num_hidden_layers",
+            num_layers,
+            "LlamaForCausalLMEagle3 has one decoder layer",
+        )
+    if config_dict.get("norm_before_fc") and config_dict.get("fc_norm"):
+        raise refuse("fc_norm", True, "norm_before_fc is set too; choose one")
+    dtype = config_dict.get("dtype") or config_dict.get("torch_dtype")
+    if dtype is not None:
+        layer.pop("torch_dtype", None)
+        layer["dtype"] = dtype
+    config = LlamaConfig(**layer)
+    config.architectures = ["LlamaForCausalLMEagle3"]
+    config.tie_word_embeddings = False
+    config.draft_vocab_size = config_dict.get("draft_vocab_size")
+    for key in ("eagle_aux_hidden_state_layer_ids", "target_hidden_size"):
+        if config_dict.get(key) is not None:
+            setattr(config, key, config_dict[key])
+    for key in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"):
+        setattr(config, key, bool(config_dict.get(key, False)))
+    return config
+
+
+def is_speculators_eagle3_model(model: str, revision: Optional[str] = None) -> bool:
+    """Whether the model's config.json is in the speculators format."""
+    try:
+        config_dict, _ = PretrainedConfig.get_config_dict(model, revision=revision)
+    except (OSError, ValueError):
+        return False
+    return is_speculators_eagle3_config(config_dict)
+
+
+def load_speculators_eagle3_config(model: str, revision: Optional[str] = None):
+    """The LlamaForCausalLMEagle3 config of a speculators-format drafter."""
+    config_dict, _ = PretrainedConfig.get_config_dict(model, revision=revision)
+    config = speculators_eagle3_to_llama_config(config_dict, f"{model}/config.json")
+    config._name_or_path = str(model)
+    return config
+'''
+
+#: What ``get_config`` tries first, before its chain of how a config is read.
+SPECULATORS_CONFIG_TEST = "is_speculators_eagle3_model(model, revision)"
+SPECULATORS_CONFIG_LOAD = "config = load_speculators_eagle3_config(model, revision)"
+
+#: At the top of ``LlamaForCausalLMEagle3.load_weights``' loop over the weights.
+SPECULATORS_WEIGHT_NAME = """
+# The speculators format names the decoder layer layers.0.
+if name.startswith("layers.0."):
+    name = "midlayer." + name[len("layers.0.") :]
+"""

@@ -549,6 +549,88 @@ judge.
 """,
     ),
     Patch(
+        concerns.EAGLE3_NORM_VARIANTS,
+        "[Spec] Compute the EAGLE-3 drafter's declared norm variants",
+        f"""\
+## Motivation
+
+EAGLE-3 drafters trained with the speculators library can declare four variants of the
+draft model at the top level of their config, and `LlamaForCausalLMEagle3` reads none of
+them, so it computes another function than the one the drafter was trained as (on real
+weights: a collapsed acceptance, and no error):
+
+- `norm_before_residual`: the mid layer's residual is the normed hidden states;
+- `norm_before_fc`: one RMSNorm over the concatenated aux hidden states before `fc`;
+- `fc_norm`: one RMSNorm per aux layer before `fc`;
+- `norm_output`: the next draft step reads the normed output, not the pre-norm sum.
+
+## Modifications
+
+`models/llama_eagle3.py`: the mid layer reads `norm_before_residual`; `LlamaModel` builds
+`input_norm` (`norm_before_fc`) or `fc_norm` (`fc_norm`) with their weight names, applies
+them in `apply_fc` wherever `fc` was applied, and with `norm_output` returns the normed
+hidden states for the next step. A config that sets both `norm_before_fc` and `fc_norm` is
+refused when the model is built, before its weights load. Every flag defaults to off.
+
+## Behavior changes
+
+None for drafters that declare none of the four keys (every SpecForge drafter). Drafters
+that declare them compute what they were trained as.
+
+## Tests
+
+`TestEagle3NormVariants`: builds `LlamaForCausalLMEagle3` on the CPU with each flag and
+checks, through the model's own forward pieces, what each one changes (and that with every
+flag off nothing does): `{CPU_TEST_COMMAND}`. The forward of each variant was also compared
+with the speculators library's own `Eagle3DraftModel` on the same weights, outside this PR.
+""",
+    ),
+    Patch(
+        concerns.SPECULATORS_FORMAT,
+        "[Spec] Load EAGLE-3 drafters saved in the speculators format",
+        f"""\
+## Motivation
+
+The speculators library saves EAGLE-3 drafters with `architectures: ["Eagle3DraftModel"]`
+(`["Eagle3Speculator"]` before 0.2), the decoder layer's config nested under
+`transformer_layer_config`, the aux layer ids and the draft vocabulary at the top level, and
+the weights of the decoder layer under `layers.0.`. `get_config` hands the file to
+`AutoConfig`, which knows no such model type, so none of them load (#18216):
+
+```
+ValueError: Unrecognized model in <drafter>. Should have a `model_type` key in its config.json
+```
+
+## Modifications
+
+- `get_config` reads a config with a `speculators_config` as the `LlamaForCausalLMEagle3`
+  config it describes (`speculators_eagle3_to_llama_config`): the layer config, plus
+  `draft_vocab_size`, the top-level `eagle_aux_hidden_state_layer_ids` (the number of layers
+  the target captures and `fc` takes), `target_hidden_size` when set, the four norm flags
+  and the dtype. What `LlamaForCausalLMEagle3` cannot compute is refused there, naming the
+  key: another algorithm than eagle3, a decoder layer other than llama (the library's
+  default is Qwen3), more than one decoder layer.
+- `LlamaForCausalLMEagle3.load_weights` reads `layers.0.` as `midlayer.`; `d2t` and `t2d`
+  are read as before.
+
+## Behavior changes
+
+Drafters in the speculators format load and serve with EAGLE-3; every other config is read
+as before.
+
+## Design notes
+
+An adapter in `get_config`, not a new model class: the format is a config layout and weight
+names over the same draft model, whose variants the previous patch computes.
+
+## Tests
+
+`TestSpeculatorsFormat`: writes speculators-format folders (current and early form, three
+and four aux layers, every refused key), reads them through `get_config` and `ModelConfig`,
+and loads renamed weights into `LlamaForCausalLMEagle3`: `{CPU_TEST_COMMAND}`.
+""",
+    ),
+    Patch(
         concerns.E2E_TEST,
         "[Spec] Add an EAGLE-3 end-to-end test under DP attention at --dtype auto",
         """\

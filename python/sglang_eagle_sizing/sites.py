@@ -255,3 +255,7 @@ TRITON_DECODE = ("layers/attention/triton_backend.py", "TritonAttnBackend.forwar
 SITE_FILES = tuple(
     sorted({*SITE_FILES, FLASHINFER_DECODE[0], TRITON_DECODE[0], V2_EXTEND_INPUT_FILE})
 )
+
+#: Where ``get_config`` reads a model's config (``rules/speculators_format.py``): its own
+#: module from 0.5.11, ``hf_transformers_utils.py`` before. Read when present.
+GET_CONFIG_FILES = ("utils/hf_transformers/config.py", "utils/hf_transformers_utils.py")

@@ -285,6 +285,12 @@ def statements(source: str, column: int = 0) -> list[cst.BaseStatement]:
     return list(module.body)
 
 
+def statements_with_comments(source: str, column: int = 0) -> list[cst.BaseStatement]:
+    """``statements``, keeping the comment lines above the first one (a module would take
+    them as its header)."""
+    return statements("pass\n" + source.lstrip("\n"), column)[1:]
+
+
 def statement(source: str, column: int = 0) -> cst.BaseStatement:
     (only,) = statements(source, column)
     return only

@@ -24,7 +24,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .sites import SITE_FILES
+from .sites import GET_CONFIG_FILES, SITE_FILES
 
 #: The SGLang release whose sites ``sites.py`` lists (the fork wheel's and the report's base).
 KNOWN_VERSION = "0.5.11"
@@ -334,6 +334,7 @@ class SglangTree:
         ``speculative/`` module that names a hidden width or an idle input, so that a site
         upstream adds elsewhere is reported rather than missed."""
         files = set(SITE_FILES)
+        files.update(f for f in GET_CONFIG_FILES if (self.srt / f).is_file())
         for path in sorted((self.srt / "speculative").glob("*.py")):
             relative = f"speculative/{path.name}"
             if relative in files:

@@ -812,6 +812,66 @@ PATH_MUTATIONS = [
             ".get('eagle_aux_hidden_state_layer_ids') or [0, 0, 0])",
         ),
     ),
+    (
+        "norm variant dropped: norm_before_fc",
+        "LlamaModel.apply_fc skips input_norm: a norm_before_fc drafter's fc reads the aux "
+        "hidden states unnormalized",
+        "models/llama_eagle3.py",
+        lambda t: _replace_in_function(
+            t,
+            "LlamaModel.apply_fc",
+            "hidden_states = self.input_norm(hidden_states)",
+            "pass",
+        ),
+    ),
+    (
+        "norm variant dropped: fc_norm",
+        "LlamaModel.apply_fc skips fc_norm: each aux layer reaches fc unnormalized",
+        "models/llama_eagle3.py",
+        lambda t: _replace_in_function(
+            t, "LlamaModel.apply_fc", "if self.fc_norm is not None:", "if False:"
+        ),
+    ),
+    (
+        "norm variant dropped: norm_before_residual",
+        "the mid layer's residual is the raw hidden states whatever norm_before_residual says",
+        "models/llama_eagle3.py",
+        lambda t: _replace_in_function(
+            t, "LlamaDecoderLayer.forward", "if self.norm_before_residual:", "if False:"
+        ),
+    ),
+    (
+        "norm variant dropped: norm_output",
+        "the next draft step reads the pre-norm hidden states whatever norm_output says",
+        "models/llama_eagle3.py",
+        lambda t: _replace_in_function(
+            t, "LlamaModel.forward", "if self.norm_output:", "if False:"
+        ),
+    ),
+    (
+        "speculators weights: layers.0. not read",
+        "LlamaForCausalLMEagle3.load_weights skips the decoder layer's weights of a "
+        "speculators checkpoint (named layers.0.)",
+        "models/llama_eagle3.py",
+        lambda t: _replace_in_function(
+            t,
+            "LlamaForCausalLMEagle3.load_weights",
+            'if name.startswith("layers.0."):',
+            "if False:",
+        ),
+    ),
+    (
+        "speculators config: top-level ids dropped",
+        "speculators_eagle3_to_llama_config drops eagle_aux_hidden_state_layer_ids: a "
+        "four-layer speculators drafter is read as the default three",
+        "utils/hf_transformers/config.py",
+        lambda t: _replace_in_function(
+            t,
+            "speculators_eagle3_to_llama_config",
+            '("eagle_aux_hidden_state_layer_ids", "target_hidden_size")',
+            '("target_hidden_size",)',
+        ),
+    ),
 ]
 
 #: Mutants that are not bugs: the fork's CPU test must pass on them.

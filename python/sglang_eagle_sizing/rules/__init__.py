@@ -9,12 +9,14 @@ from .contract import ContractRule
 from .disaggregation import MetadataBufferRule
 from .draft_runner import DraftRunnerRule
 from .drafter_fc import DrafterFcRule
+from .eagle3_norm_variants import Eagle3NormVariantsRule
 from .extend_idle import ExtendIdleRule
 from .flashinfer_idle import FlashInferIdleRule
 from .graph_buffers import BufferRule
 from .idle_attention import IdleAttentionRule
 from .idle_inputs import IdleInputRule
 from .imports import ImportRule
+from .speculators_format import SpeculatorsConfigRule, SpeculatorsWeightNamesRule
 from .target_capture import TargetCaptureRule
 from .triton_padded_decode import TritonPaddedDecodeRule
 
@@ -31,6 +33,9 @@ RULES = (
     MetadataBufferRule,
     TargetCaptureRule,
     DrafterFcRule,
+    Eagle3NormVariantsRule,
+    SpeculatorsWeightNamesRule,
+    SpeculatorsConfigRule,
     TypeCheckingAnnotationRule,
     ImportRule,
 )

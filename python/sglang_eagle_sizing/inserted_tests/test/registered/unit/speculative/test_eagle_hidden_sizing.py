@@ -79,6 +79,7 @@ from sglang.srt.speculative.multi_layer_eagle_worker_v2 import (
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from sglang.srt.speculative.standalone_worker import StandaloneWorker
 from sglang.srt.speculative.standalone_worker_v2 import StandaloneWorkerV2
+from sglang.srt.utils.hf_transformers_utils import get_config
 
 # ---------------------------------------------------------------------------
 # Minimal synthetic configs: what ModelConfig needs, plus the fields sizing reads.
@@ -618,6 +619,18 @@ class TestHiddenSizeContract(WorkerTestCase):
 
     def test_eagle3_without_aux(self):
         self.check("EAGLE3", NO_AUX_EAGLE3, llama())
+
+    def test_eagle3_speculators_format(self):
+        target = llama()
+        for layer_ids, num_aux in ((None, DEFAULT_NUM_AUX), ([1, 3, 5, 6], 4)):
+            expected = {
+                "decode": (256, torch.bfloat16),
+                "extend": (num_aux * 256, torch.bfloat16),
+            }
+            draft = speculators_eagle3(layer_ids)
+            for name, worker in self.workers_for("EAGLE3", draft, target):
+                with self.subTest(layer_ids=layer_ids, worker=name):
+                    self.assert_contract(worker, expected)
 
     def test_eagle(self):
         self.check("EAGLE", eagle(), llama())
@@ -2076,6 +2089,239 @@ class TestDrafterFc(CustomTestCase):
         last = torch.randn((2, 256))
         batch = draft_forward_batch(ForwardMode.DRAFT_EXTEND, last)
         self.assertIs(model.project_hidden_states(last, batch), last)
+
+
+def attention_zeroed(model: LlamaForCausalLMEagle3):
+    """The mid layer's attention contributes nothing: no attention backend runs here,
+    and what the norm flags change is around it."""
+    attention = model.model.midlayer.self_attn
+    return mock.patch.object(
+        attention,
+        "forward",
+        lambda positions, hidden_states, forward_batch: torch.zeros(
+            (hidden_states.shape[0], attention.hidden_size)
+        ),
+    )
+
+
+class TestEagle3NormVariants(CustomTestCase):
+    """LlamaForCausalLMEagle3 computes the norm variants its config declares; with none
+    declared it computes what it did before."""
+
+    def setUp(self):
+        torch.manual_seed(0)
+        self.features = torch.randn((2, 3 * 256))
+        self.batch = draft_forward_batch(ForwardMode.DRAFT_EXTEND, self.features)
+
+    def fc_input_read(self, model, features: torch.Tensor) -> torch.Tensor:
+        return model.model.project_hidden_states(features, self.batch)
+
+    def one_layer_scaled(self, factor: float) -> torch.Tensor:
+        scaled = self.features.clone()
+        scaled[:, :256] *= factor
+        return scaled
+
+    def test_norm_before_fc_normalizes_the_concatenation(self):
+        model = llama_eagle3_model(norm_before_fc=True)
+        self.assertEqual(tuple(model.model.input_norm.weight.shape), (3 * 256,))
+        reference = self.fc_input_read(model, self.features)
+        torch.testing.assert_close(
+            self.fc_input_read(model, 4 * self.features), reference
+        )
+        changed = self.fc_input_read(model, self.one_layer_scaled(4))
+        self.assertFalse(torch.allclose(changed, reference, atol=1e-3))
+
+    def test_fc_norm_normalizes_each_aux_layer(self):
+        model = llama_eagle3_model(fc_norm=True)
+        self.assertEqual(len(model.model.fc_norm), 3)
+        torch.testing.assert_close(
+            self.fc_input_read(model, self.one_layer_scaled(4)),
+            self.fc_input_read(model, self.features),
+        )
+
+    def test_without_the_flags_fc_reads_the_states_as_they_are(self):
+        model = llama_eagle3_model()
+        self.assertIsNone(model.model.input_norm)
+        self.assertIsNone(model.model.fc_norm)
+        torch.testing.assert_close(
+            self.fc_input_read(model, 2 * self.features),
+            2 * model.model.fc(self.features),
+        )
+
+    def test_both_fc_norms_are_refused_when_the_model_is_built(self):
+        with self.assertRaises(ValueError) as raised:
+            llama_eagle3_model(norm_before_fc=True, fc_norm=True)
+        self.assertIn("norm_before_fc and fc_norm", str(raised.exception))
+
+    def test_norm_before_residual_keeps_the_normed_hidden_states(self):
+        hidden = torch.randn((2, 256))
+        embeds = torch.randn((2, 256))
+        positions = torch.tensor([0, 1])
+        for flag in (False, True):
+            model = llama_eagle3_model(norm_before_residual=flag)
+            layer = model.model.midlayer
+            with self.subTest(norm_before_residual=flag), attention_zeroed(model):
+                with one_cpu_rank():
+                    _, residual = layer(positions, embeds, hidden, self.batch, None)
+                    _, scaled = layer(positions, embeds, 5 * hidden, self.batch, None)
+                if flag:
+                    torch.testing.assert_close(residual, layer.hidden_norm(hidden))
+                    torch.testing.assert_close(scaled, residual)
+                else:
+                    torch.testing.assert_close(residual, hidden)
+
+    def test_norm_output_passes_the_normed_hidden_states_on(self):
+        tokens = torch.tensor([1, 2])
+        for flag in (False, True):
+            model = llama_eagle3_model(norm_output=flag)
+            with self.subTest(norm_output=flag), attention_zeroed(model):
+                with one_cpu_rank():
+                    to_logits, (to_next_step,) = model.model(tokens, tokens, self.batch)
+                self.assertEqual(torch.equal(to_next_step, to_logits), flag)
+
+
+def speculators_eagle3(layer_ids: Optional[List[int]] = None, **fields) -> dict:
+    """An EAGLE-3 drafter as the speculators library saves it: the decoder layer's
+    config nested, the drafter's own keys at the top level."""
+    layer = llama(num_hidden_layers=1, head_dim=64)
+    del layer["architectures"], layer["torch_dtype"]
+    config = {
+        "architectures": ["Eagle3DraftModel"],
+        "speculators_model_type": "eagle3",
+        "speculators_config": {
+            "algorithm": "eagle3",
+            "verifier": {"architectures": ["LlamaForCausalLM"], "name_or_path": None},
+        },
+        "transformer_layer_config": layer,
+        "draft_vocab_size": 512,
+        "target_hidden_size": None,
+        "dtype": "float16",
+    }
+    if layer_ids is not None:
+        config["eagle_aux_hidden_state_layer_ids"] = layer_ids
+    config.update(fields)
+    return config
+
+
+def speculators_weights(config: dict, num_aux: int) -> Dict[str, torch.Tensor]:
+    """Random weights under the names and shapes the speculators library saves."""
+    layer = config["transformer_layer_config"]
+    hidden, inter = layer["hidden_size"], layer["intermediate_size"]
+    q = layer["num_attention_heads"] * layer["head_dim"]
+    kv = layer["num_key_value_heads"] * layer["head_dim"]
+    shapes = {
+        "embed_tokens.weight": (layer["vocab_size"], hidden),
+        "fc.weight": (hidden, num_aux * hidden),
+        "layers.0.hidden_norm.weight": (hidden,),
+        "layers.0.input_layernorm.weight": (hidden,),
+        "layers.0.self_attn.q_proj.weight": (q, 2 * hidden),
+        "layers.0.self_attn.k_proj.weight": (kv, 2 * hidden),
+        "layers.0.self_attn.v_proj.weight": (kv, 2 * hidden),
+        "layers.0.self_attn.o_proj.weight": (hidden, q),
+        "layers.0.post_attention_layernorm.weight": (hidden,),
+        "layers.0.mlp.gate_proj.weight": (inter, hidden),
+        "layers.0.mlp.up_proj.weight": (inter, hidden),
+        "layers.0.mlp.down_proj.weight": (hidden, inter),
+        "norm.weight": (hidden,),
+        "lm_head.weight": (config["draft_vocab_size"], hidden),
+    }
+    if config.get("norm_before_fc"):
+        shapes["input_norm.weight"] = (num_aux * hidden,)
+    if config.get("fc_norm"):
+        shapes.update({f"fc_norm.{i}.weight": (hidden,) for i in range(num_aux)})
+    weights = {name: torch.randn(shape) for name, shape in shapes.items()}
+    weights["d2t"] = torch.zeros(config["draft_vocab_size"], dtype=torch.int64)
+    weights["t2d"] = torch.zeros(layer["vocab_size"], dtype=torch.bool)
+    return weights
+
+
+class TestSpeculatorsFormat(CustomTestCase):
+    """EAGLE-3 drafters saved by the speculators library load as LlamaForCausalLMEagle3:
+    their config through get_config, their weights under their own names."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.folders = ConfigFolders()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.folders.cleanup()
+
+    def test_the_current_and_the_early_form_load(self):
+        for architecture, layer_ids, num_aux in (
+            ("Eagle3DraftModel", [1, 3, 5, 6], 4),
+            ("Eagle3Speculator", None, DEFAULT_NUM_AUX),
+        ):
+            config = speculators_eagle3(
+                layer_ids, architectures=[architecture], norm_before_residual=True
+            )
+            with self.subTest(architecture=architecture):
+                draft = self.folders.model_config(config, is_draft_model=True)
+                hf_config = draft.hf_config
+                self.assertEqual(hf_config.architectures, ["LlamaForCausalLMEagle3"])
+                self.assertEqual(draft.hidden_size, 256)
+                self.assertEqual(draft.dtype, torch.float16)
+                self.assertEqual(hf_config.draft_vocab_size, 512)
+                self.assertTrue(hf_config.norm_before_residual)
+                self.assertFalse(hf_config.norm_output)
+                self.assertFalse(hasattr(hf_config, "target_hidden_size"))
+                self.assertEqual(
+                    get_eagle_aux_hidden_state_layer_ids(hf_config), layer_ids
+                )
+                self.assertEqual(get_eagle_num_aux_hidden_states(hf_config), num_aux)
+
+    def test_what_cannot_be_served_is_refused_naming_the_key(self):
+        layer = speculators_eagle3()["transformer_layer_config"]
+        refused = {
+            "transformer_layer_config.model_type": speculators_eagle3(
+                transformer_layer_config={**layer, "model_type": "qwen3"}
+            ),
+            "transformer_layer_config.num_hidden_layers": speculators_eagle3(
+                transformer_layer_config={**layer, "num_hidden_layers": 2}
+            ),
+            "speculators_config.algorithm": speculators_eagle3(
+                speculators_config={"algorithm": "mlp"}
+            ),
+            "fc_norm": speculators_eagle3(norm_before_fc=True, fc_norm=True),
+        }
+        for key, config in refused.items():
+            with self.subTest(key=key):
+                path = self.folders.write(config)
+                with self.assertRaises(ValueError) as raised:
+                    get_config(path, trust_remote_code=False)
+                self.assertIn(f"{key}=", str(raised.exception))
+                self.assertIn(path, str(raised.exception))
+
+    def test_every_weight_loads_under_its_speculators_name(self):
+        for variant, num_aux in (("norm_before_fc", 4), ("fc_norm", 4), (None, 3)):
+            config = speculators_eagle3([1, 3, 5, 6] if num_aux == 4 else None)
+            if variant:
+                config[variant] = True
+            weights = speculators_weights(config, num_aux)
+            with self.subTest(variant=variant, num_aux=num_aux), one_cpu_rank():
+                model = LlamaForCausalLMEagle3(
+                    get_config(self.folders.write(config), trust_remote_code=False)
+                )
+                for param in model.parameters():
+                    param.data.fill_(float("nan"))
+                model.load_weights(iter(weights.items()))
+                unloaded = [
+                    name
+                    for name, param in model.named_parameters()
+                    if param.isnan().any()
+                ]
+                self.assertEqual(unloaded, [])
+                attention = model.model.midlayer.self_attn
+                torch.testing.assert_close(
+                    attention.qkv_proj.weight,
+                    torch.cat(
+                        [
+                            weights[f"layers.0.self_attn.{name}_proj.weight"]
+                            for name in "qkv"
+                        ]
+                    ),
+                )
+                self.assertEqual(model.model.fc.in_features, num_aux * 256)
 
 
 if __name__ == "__main__":
