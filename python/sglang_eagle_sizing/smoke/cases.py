@@ -294,6 +294,8 @@ CASES += (
 LAYERED = TargetSpec(num_layers=6, craft="layers")
 #: above: an accept length of 1 (no draft accepted) up to 4 (3 draft steps)
 ACCEPTED = 2.0
+#: 0.5.11's get_config has no reader of the speculators format: AutoConfig finds no model_type
+SPECULATORS_UNREAD = "Should have a `model_type` key in its config.json"
 #: 0.5.11 builds fc for 3 layers whatever the drafter declares (llama_eagle3.py:138)
 FC_SHAPE = "Attempted to load weight (torch.Size([64, 256])) into parameter (torch.Size([64, 192]))"
 FOUR_IDS = Case(
@@ -328,7 +330,7 @@ CASES += (
             format="speculators", speculators_norms=("norm_before_fc",),
         ),
         batches=(LONG,),
-        release_error="",
+        release_error=SPECULATORS_UNREAD,
     ),
     replace(
         FOUR_IDS,
@@ -340,7 +342,7 @@ CASES += (
                             format="speculators"),
         batches=(LONG,),
         target=replace(LAYERED, num_layers=8),
-        release_error="",
+        release_error=SPECULATORS_UNREAD,
     ),
 )
 #: the narrow drafter under DP attention with 4 aux layers: an idle input of the extend width
