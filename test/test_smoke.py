@@ -274,6 +274,21 @@ def test_a_crash_is_named_by_the_exception_the_log_ends_with():
     run = Run(case="c", tree="tree")
     _crashed(run, RuntimeError("/generate failed (no reply): timed out"), tail.splitlines()[2])
     assert run.error == "/generate failed (no reply): timed out"
+    # a DP server dying at start-up: the scheduler's exception, then the launcher's
+    dp_tail = "\n".join((
+        "AssertionError: Attempted to load weight (torch.Size([32, 256])) into parameter "
+        "(torch.Size([32, 192]))",
+        "    raise EOFError",
+        "EOFError",
+        "RuntimeError: Rank 0 scheduler died during initialization (exit code: -3).",
+    ))
+    run = Run(case="c", tree="tree")
+    _crashed(run, RuntimeError("the server exited with code 1 while starting"), dp_tail)
+    assert run.error == (
+        "the server exited with code 1 while starting: AssertionError: Attempted to load "
+        "weight (torch.Size([32, 256])) into parameter (torch.Size([32, 192])); then "
+        "RuntimeError: Rank 0 scheduler died during initialization (exit code: -3)."
+    )
 
 
 def test_a_run_differs_from_a_saved_one_by_crash_tokens_or_accept_length():
