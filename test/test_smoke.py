@@ -275,13 +275,13 @@ def test_a_crash_is_named_by_the_exception_the_log_ends_with():
     _crashed(run, RuntimeError("/generate failed (no reply): timed out"), tail.splitlines()[2])
     assert run.error == "/generate failed (no reply): timed out"
     # a DP server dying at start-up: the scheduler's exception, then the launcher's
-    dp_tail = "\n".join((
+    dp_tail = (
         "AssertionError: Attempted to load weight (torch.Size([32, 256])) into parameter "
-        "(torch.Size([32, 192]))",
-        "    raise EOFError",
-        "EOFError",
-        "RuntimeError: Rank 0 scheduler died during initialization (exit code: -3).",
-    ))
+        "(torch.Size([32, 192]))\n"
+        "    raise EOFError\n"
+        "EOFError\n"
+        "RuntimeError: Rank 0 scheduler died during initialization (exit code: -3)."
+    )
     run = Run(case="c", tree="tree")
     _crashed(run, RuntimeError("the server exited with code 1 while starting"), dp_tail)
     assert run.error == (
@@ -388,9 +388,8 @@ def test_layers_craft_drafts_only_from_the_layers_it_names(tmp_path):
     declared layers and wrong from the next ones."""
     import torch
     from safetensors.torch import load_file
-    from transformers import AutoModelForCausalLM
-
     from sglang_eagle_sizing.smoke import models
+    from transformers import AutoModelForCausalLM
 
     target = models.TargetSpec(num_layers=6, craft="layers")
     drafter = models.DrafterSpec(aux_layer_ids=(0, 1, 2, 3), hidden_size=32, craft="layers")
