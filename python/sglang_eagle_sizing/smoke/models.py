@@ -645,7 +645,7 @@ def save_speculators_drafter(
     )
     model = Eagle3DraftModel(config)
     state = {k.replace("midlayer.", "layers.0."): v for k, v in tensors.items()}
-    # the vocabulary maps (a reduced draft vocabulary only): the library's own loader
+    # the vocabulary maps: d2t as the HF drafter has it, t2d marking the hot tokens
     d2t = state.pop("d2t", torch.zeros(draft_vocab, dtype=torch.int64))
     t2d = torch.zeros(VOCAB, dtype=torch.bool)
     t2d[torch.arange(draft_vocab) + d2t] = True
@@ -655,9 +655,10 @@ def save_speculators_drafter(
             state[name] = torch.ones_like(param)
         if name.startswith("verifier_") and name not in state:
             state[name] = param  # the verifier's own norm / head: not saved by the library
-    model.load_state_dict(state, strict=True)
     if draft_vocab != VOCAB:
-        model.load_vocab_mappings(t2d, d2t)
+        # the library registers the maps as buffers for a reduced draft vocabulary only
+        state.update({"d2t": d2t, "t2d": t2d})
+    model.load_state_dict(state, strict=True)
     model.to(getattr(torch, spec.dtype))
     model.save_pretrained(folder)
     write_tokenizer(folder, VOCAB)
