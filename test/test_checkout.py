@@ -16,7 +16,7 @@ from pathlib import Path
 from conftest import FORK_OWN_TEST, git, git_status
 from conftest import run_cli as run
 from sglang_eagle_sizing import patch, transaction
-from sglang_eagle_sizing.sites import SITE_FILES
+from sglang_eagle_sizing.sites import GET_CONFIG_FILES, SITE_FILES
 from sglang_eagle_sizing.tree import SglangTree
 
 
@@ -30,7 +30,8 @@ def files(root: Path) -> dict[str, bytes]:
 
 
 def changed_keys() -> list[str]:
-    return [f"python/sglang/srt/{f}" for f in SITE_FILES]
+    # 0.5.11 reads configs in hf_transformers/config.py (GET_CONFIG_FILES[0])
+    return [f"python/sglang/srt/{f}" for f in (*SITE_FILES, GET_CONFIG_FILES[0])]
 
 
 def test_git_status_shows_only_the_patch_after_apply_and_nothing_after_revert(
@@ -203,7 +204,7 @@ def test_a_linked_worktree_keeps_its_state_in_its_own_git_directory(
     own = checkout / ".git" / "worktrees" / "second" / "sglang-eagle-sizing" / "backup"
     assert (own / "manifest.json").is_file()
     assert not (checkout / ".git" / "sglang-eagle-sizing").exists()
-    assert len(git_status(worktree)) == len(SITE_FILES) + len(stand_in_tests)
+    assert len(git_status(worktree)) == len(changed_keys()) + len(stand_in_tests)
     assert git_status(checkout) == []
     assert run("revert", str(worktree))[0] == 0
     assert git_status(worktree) == []

@@ -9,6 +9,7 @@ from the config.json files alone.
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from pathlib import Path
 
@@ -20,7 +21,10 @@ from sglang_eagle_sizing.report import Trees, build_for_pair, infer_algorithm
 from sglang_eagle_sizing.tree import SglangTree
 
 PAIRS = sorted(p.name for p in DATA.iterdir() if (p / "draft").is_dir())
-NOT_LOADABLE = {"gpt-oss-20b__nm-testing-speculators-eagle3"}
+#: speculators-format drafters: the patched tree reads them (``speculators_eagle3_to_llama_config``)
+SPECULATORS = "gpt-oss-20b__nm-testing-speculators-eagle3"  # no aux layer ids: 3
+FOUR_IDS = "llama3.1-8b-instruct__speculators-eagle3-4-aux-ids"  # 4 ids at the top level
+IDS = "eagle_aux_hidden_state_layer_ids"
 # STANDALONE: a smaller model of the same family drafts for the target, no EAGLE head.
 STANDALONE = ("qwen3-4b__specforge-eagle3/target", "qwen3-30b-a3b__specforge-moe-draft-eagle3/target")
 
@@ -37,11 +41,9 @@ def trees(pristine):
 def reports(trees):
     out = {}
     for name in PAIRS:
-        if name in NOT_LOADABLE:
-            continue
-        pair = load_pair(DATA / name / "draft", DATA / name / "target")
+        pair = load_pair(DATA / name / "draft", DATA / name / "target", trees.patched)
         out[name] = build_for_pair(pair, infer_algorithm(pair.draft), trees)
-    pair = load_pair(DATA / STANDALONE[0], DATA / STANDALONE[1])
+    pair = load_pair(DATA / STANDALONE[0], DATA / STANDALONE[1], trees.patched)
     out["standalone"] = build_for_pair(pair, "STANDALONE", trees)
     return out
 
@@ -54,7 +56,7 @@ def _groups(report):
 
 
 def test_every_shared_pair_is_covered(reports):
-    assert set(reports) == (set(PAIRS) - NOT_LOADABLE) | {"standalone"}
+    assert set(reports) == set(PAIRS) | {"standalone"}
     algorithms = {r["algorithm"] for r in reports.values()}
     assert algorithms == {"EAGLE", "EAGLE3", "STANDALONE"}
     kinds = {row["worker"] for r in reports.values() for row in r["sites"]}
@@ -62,13 +64,84 @@ def test_every_shared_pair_is_covered(reports):
     assert {r["eagle_use_aux_hidden_state"] for r in reports.values() if r["algorithm"] == "EAGLE3"} == {True, False}
 
 
-def test_the_speculators_pair_is_a_clear_error():
-    name = "gpt-oss-20b__nm-testing-speculators-eagle3"
-    with pytest.raises(ConfigError, match=r"draft/config\.json: architectures=\['Eagle3Speculator'\]"):
-        load_pair(DATA / name / "draft", DATA / name / "target")
+def speculators_fc_in_features(folder: Path) -> int:
+    """The input width of ``fc`` in the speculators library's own EAGLE-3 draft model built
+    from the config (on the meta device: no weights). The shared config was trimmed of
+    ``speculators_model_type``, which the library needs to read it; it is ``eagle3``."""
+    import torch
+    from speculators.models.eagle3 import Eagle3DraftModel, Eagle3SpeculatorConfig
+
+    config = config_json(folder)
+    config.setdefault("speculators_model_type", "eagle3")
+    with torch.device("meta"):
+        return Eagle3DraftModel(Eagle3SpeculatorConfig.from_dict(config)).fc.in_features
 
 
-@pytest.mark.parametrize("name", [*sorted(set(PAIRS) - NOT_LOADABLE), "standalone"])
+def _fc_rows(report: dict) -> list[dict]:
+    return [r for r in report["sites"] if r["kind"] == "drafter fc"]
+
+
+@pytest.mark.parametrize("name, fc", [(SPECULATORS, 3 * 2880), (FOUR_IDS, 4 * 4096)])
+def test_a_speculators_drafter_is_reported_at_every_site(reports, name, fc):
+    """No refusal: the patched tree's own reader converts the format, the report says so, and
+    every site has a width and a dtype; the drafter's fc takes (ids declared, else 3) x the
+    target's hidden size, as the speculators library's own model of that config does."""
+    draft, target = config_json(DATA / name / "draft"), config_json(DATA / name / "target")
+    assert "speculators_config" in draft and "hidden_size" not in draft
+    assert fc == len(draft.get(IDS) or [0, 0, 0]) * hidden_size_in(target)
+    assert fc == speculators_fc_in_features(DATA / name / "draft")
+    report = reports[name]
+    assert report["draft"]["architecture"] == "LlamaForCausalLMEagle3"
+    assert any(
+        note.startswith(f"{DATA / name / 'draft' / 'config.json'}: the speculators format, read by "
+                        "the patched tree's speculators_eagle3_to_llama_config as LlamaForCausalLMEagle3")
+        for note in report["adaptations"]
+    )
+    assert all(r["error"] is None and r["width"] and r["dtype"] for r in report["sites"])
+    rows = _fc_rows(report)
+    assert {r["worker"] for r in rows} == {"v1", "v1 multi-layer", "v2", "v2 multi-layer"}
+    assert {(r["width"], r["dtype"]) for r in rows} == {(fc, report["draft_built_dtype"])}
+    # 0.5.11's fc is three target layers wide whatever the drafter declares
+    assert {r["pristine"]["width"] for r in rows} == {3 * hidden_size_in(target)}
+    extend = {r["width"] for r in report["sites"] if r["phase"] == "extend" and not r["rebuilt_by_worker"]}
+    assert extend == {fc}
+
+
+def test_the_target_captures_the_four_layers_a_speculators_drafter_declares(trees):
+    from sglang_eagle_sizing.evaluate import load_eagle_info
+
+    declared = config_json(DATA / FOUR_IDS / "draft")[IDS]
+    pair = load_pair(DATA / FOUR_IDS / "draft", DATA / FOUR_IDS / "target", trees.patched)
+    eagle_info = load_eagle_info(trees.patched)
+    assert _target_capture(trees.patched, pair.draft, eagle_info) == (True, declared)
+    assert eagle_info.get_eagle_num_aux_hidden_states(pair.draft.hf_config) == 4
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [("model_type", "qwen3"), ("num_hidden_layers", 2)],
+)
+def test_what_the_speculators_reader_refuses_is_a_clear_error(trees, tmp_path, key, value):
+    import json
+    import shutil
+
+    shutil.copytree(DATA / SPECULATORS, tmp_path / "pair")
+    path = tmp_path / "pair" / "draft" / "config.json"
+    config = json.loads(path.read_text())
+    config["transformer_layer_config"][key] = value
+    path.write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: .*transformer_layer_config\.{key}"):
+        load_pair(path.parent, tmp_path / "pair" / "target", trees.patched)
+
+
+def test_a_tree_without_the_speculators_reader_is_named(trees):
+    """0.5.11 has no reader of the format: asked to read it with that tree, load_pair says so."""
+    only_patched = r"draft/config\.json: .* speculators format, which only a patched tree reads"
+    with pytest.raises(ConfigError, match=only_patched):
+        load_pair(DATA / SPECULATORS / "draft", DATA / SPECULATORS / "target", trees.pristine)
+
+
+@pytest.mark.parametrize("name", [*PAIRS, "standalone"])
 def test_idle_inputs_and_buffers_of_a_phase_agree(reports, name):
     for (kind, phase), rows in _groups(reports[name]).items():
         assert all(r["error"] is None for r in rows), rows
@@ -83,12 +156,12 @@ def produced_width(name: str, report: dict) -> int:
     draft, target = config_json(DATA / name / "draft"), config_json(DATA / name / "target")
     eagle_config = draft.get("eagle_config") or {}
     if report["eagle_use_aux_hidden_state"]:
-        num_aux = len(eagle_config.get("eagle_aux_hidden_state_layer_ids") or [1, 2, 3])
+        num_aux = len(eagle_config.get(IDS) or draft.get(IDS) or [1, 2, 3])
         return num_aux * hidden_size_in(target)
     return hidden_size_in(target)  # one hidden state (hc_mult is 1 for every shared target)
 
 
-@pytest.mark.parametrize("name", sorted(set(PAIRS) - NOT_LOADABLE))
+@pytest.mark.parametrize("name", PAIRS)
 def test_extend_width_is_what_the_target_produces_and_the_drafter_accepts(reports, name, pristine):
     draft = config_json(DATA / name / "draft")
     report = reports[name]
@@ -127,7 +200,7 @@ def fc_in_features(pristine: Path, draft_hf_config) -> int:
     raise AssertionError("no self.fc in llama_eagle3.py")
 
 
-@pytest.mark.parametrize("name", [*sorted(set(PAIRS) - NOT_LOADABLE), "standalone"])
+@pytest.mark.parametrize("name", [*PAIRS, "standalone"])
 def test_where_0_5_11_sites_agreed_nothing_changes(reports, name):
     """Where 0.5.11's sites of a phase agreed, and (extend) with what the target produces:
     a correctly configured setup sees no change. Multi-layer EAGLE-3 with aux is the case
@@ -157,7 +230,7 @@ def auto_dtype(config: dict) -> str:
     return f"torch.{declared}"
 
 
-@pytest.mark.parametrize("name", [*sorted(set(PAIRS) - NOT_LOADABLE), "standalone"])
+@pytest.mark.parametrize("name", [*PAIRS, "standalone"])
 def test_every_site_takes_the_dtype_of_the_targets_hidden_states(reports, name):
     """One dtype for every idle input and buffer of every worker kind and phase, PD buffers
     of both servers included: an EAGLE drafter's is the target's at --dtype auto (it consumes
@@ -226,7 +299,7 @@ def _target_capture(srt: Path, draft_model_config, eagle_info):
 
 
 EAGLE3_PAIRS = sorted(
-    name for name in set(PAIRS) - NOT_LOADABLE
+    name for name in PAIRS
     if any("Eagle3" in a for a in config_json(DATA / name / "draft").get("architectures", []))
 )
 
@@ -235,13 +308,13 @@ EAGLE3_PAIRS = sorted(
 TOP_LEVEL_IDS = "qwen3-30b-a3b__specforge-moe-draft-eagle3-toplevel-ids"
 
 
-@pytest.mark.parametrize("name", sorted(set(EAGLE3_PAIRS) - {TOP_LEVEL_IDS}))
+@pytest.mark.parametrize("name", sorted(set(EAGLE3_PAIRS) - {TOP_LEVEL_IDS, FOUR_IDS}))
 def test_the_target_captures_what_it_did_for_every_shared_eagle3_drafter(trees, name):
     """The target ModelRunner now reads eagle_config through the workers' parser; for every
     real drafter it captures exactly what 0.5.11's own parsing made it capture."""
     from sglang_eagle_sizing.evaluate import load_eagle_info
 
-    pair = load_pair(DATA / name / "draft", DATA / name / "target")
+    pair = load_pair(DATA / name / "draft", DATA / name / "target", trees.patched)
     old = _target_capture(trees.pristine, pair.draft, load_eagle_info(trees.patched))
     new = _target_capture(trees.patched, pair.draft, load_eagle_info(trees.patched))
     assert new == old

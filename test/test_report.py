@@ -88,3 +88,19 @@ def test_report_eagle3_pd_servers_agree_in_0_5_11_too(capsys):
         for side in ("prefill server", "decode server")
     }
     assert report["pd_disagreements"] == []
+
+
+def test_report_reads_a_speculators_drafter_and_shows_its_fc(capsys):
+    """The CLI on the shared speculators-format pair: no refusal, the adaptation said, and the
+    drafter's fc three target layers wide (it declares no aux layer ids)."""
+    pair = Path(__file__).parent / "data" / "gpt-oss-20b__nm-testing-speculators-eagle3"
+    assert main(["report", str(pair / "draft"), str(pair / "target")]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"  adapted: {pair / 'draft' / 'config.json'}: the speculators format, read by the "
+        "patched tree's speculators_eagle3_to_llama_config as LlamaForCausalLMEagle3"
+    ) in out
+    fc = [line.split() for line in out.splitlines() if "LlamaModel.__init__ (fc)" in line]
+    assert [row[0] for row in fc] == ["v1", "v1", "v2", "v2"]  # v1, v1 multi-layer, v2, v2 multi-layer
+    # width and dtype follow the site; the drafter is built in the target's float16
+    assert {tuple(row[row.index("(fc)") + 1 :][:2]) for row in fc} == {("8640", "float16")}

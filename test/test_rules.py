@@ -765,3 +765,140 @@ def test_drafter_fc_in_a_shape_the_rule_does_not_know_is_reported():
     missing = DRAFTER_FC_BEFORE.replace("self.fc = torch.nn.Linear(", "self.proj = torch.nn.Linear(")
     with pytest.raises(RewriteError, match="llama_eagle3.py:3: .*no self.fc = torch.nn.Linear"):
         rewrite(file, missing, DrafterFcRule)
+
+
+NORM_VARIANTS_BEFORE = """\
+class LlamaDecoderLayer(LlamaDecoderLayer):
+    def __init__(self, config, layer_id=0):
+        self.hidden_norm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    def forward(self, positions, embeds, hidden_states, forward_batch, residual):
+        residual = hidden_states
+        hidden_states = self.hidden_norm(hidden_states)
+        return hidden_states, residual
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, config):
+        self.fc = torch.nn.Linear(self.hidden_size_in * 3, config.hidden_size)
+
+    def forward(self, input_ids, positions, forward_batch):
+        hidden_states = self.fc(forward_batch.spec_info.hidden_states)
+        hidden_states_to_logits, hidden_states_to_aux = self.norm(hidden_states, residual)
+        return hidden_states_to_logits, [hidden_states_to_aux]
+"""
+
+
+def test_norm_variants_are_read_from_the_config_where_the_model_computes_them():
+    from sglang_eagle_sizing.rules.eagle3_norm_variants import Eagle3NormVariantsRule
+
+    file = "models/llama_eagle3.py"
+    after, findings = rewrite(file, NORM_VARIANTS_BEFORE, Eagle3NormVariantsRule)
+    assert [(f.scope, f.status) for f in findings] == [
+        ("LlamaDecoderLayer.__init__", "unrouted"),
+        ("LlamaDecoderLayer.forward", "unrouted"),
+        ("LlamaModel.__init__", "unrouted"),
+        ("LlamaModel.forward", "unrouted"),
+    ]
+    layer_forward = after[after.index("    def forward") : after.index("class LlamaModel")]
+    assert (
+        "        hidden_states = self.hidden_norm(hidden_states)\n"
+        "        if self.norm_before_residual:\n"
+        "            residual = hidden_states\n"
+    ) in layer_forward
+    assert "        # Whether the residual is the normed hidden states (norm_before_residual).\n" in after
+    assert "        self.input_norm = None\n" in after and "self.fc_norm = nn.ModuleList(" in after
+    # fc is applied through apply_fc, added after forward (no project_hidden_states here)
+    assert "hidden_states = self.apply_fc(forward_batch.spec_info.hidden_states)" in after
+    assert after.index("    def apply_fc(") > after.index("    def forward(self, input_ids")
+    assert (
+        "        if self.norm_output:\n"
+        "            hidden_states_to_aux = hidden_states_to_logits\n"
+        "        return hidden_states_to_logits"
+    ) in after
+    again, found = rewrite(file, after, Eagle3NormVariantsRule)
+    assert again == after and {f.status for f in found} == {Finding.ROUTED}
+    missing = NORM_VARIANTS_BEFORE.replace(
+        "        hidden_states = self.hidden_norm(hidden_states)\n", ""
+    )
+    with pytest.raises(RewriteError, match="LlamaDecoderLayer.forward: not found"):
+        rewrite(file, missing, Eagle3NormVariantsRule)
+
+
+GET_CONFIG_BEFORE = """\
+from typing import Optional
+
+from transformers import PretrainedConfig
+
+
+def _set_architectures(config, arch_name):
+    config.update({"architectures": [arch_name]})
+
+
+@lru_cache_frozenset(maxsize=32)
+def get_config(model: str, trust_remote_code: bool, revision: Optional[str] = None):
+    if is_remote_url(model):
+        model = pull(model)
+
+    if is_mistral_model(model):
+        config = load_mistral_config(model)
+    else:
+        config = AutoConfig.from_pretrained(model, revision=revision)
+    return config
+"""
+
+
+def test_get_config_reads_the_speculators_format_first():
+    from sglang_eagle_sizing.rules.speculators_format import SpeculatorsConfigRule
+
+    file = "utils/hf_transformers/config.py"
+    after, findings = rewrite(file, GET_CONFIG_BEFORE, SpeculatorsConfigRule)
+    assert [(f.line, f.scope, f.status) for f in findings] == [(15, "get_config", "unrouted")]
+    assert (
+        "    if is_speculators_eagle3_model(model, revision):\n"
+        "        config = load_speculators_eagle3_config(model, revision)\n"
+        "    elif is_mistral_model(model):\n"
+        "        config = load_mistral_config(model)\n"
+        "    else:\n"
+    ) in after
+    # the functions stand right before get_config's decorator, two blank lines around them
+    functions = after.index("def is_speculators_eagle3_config(")
+    assert after.index("def _set_architectures(") < functions < after.index("@lru_cache_frozenset")
+    assert "\n\n\n@lru_cache_frozenset" in after
+    again, found = rewrite(file, after, SpeculatorsConfigRule)
+    assert again == after and {f.status for f in found} == {Finding.ROUTED}
+    # 0.5.9's chain starts with another test: the rule finds the if that reads the config
+    older = GET_CONFIG_BEFORE.replace(
+        "if is_mistral_model(model):", 'if "mistral-large-3" in str(model).lower():'
+    )
+    assert 'elif "mistral-large-3" in str(model).lower():' in rewrite(file, older, SpeculatorsConfigRule)[0]
+    without = GET_CONFIG_BEFORE.replace("AutoConfig.from_pretrained", "read_config")
+    with pytest.raises(RewriteError, match="get_config: no if that reads the config"):
+        rewrite(file, without, SpeculatorsConfigRule)
+
+
+LOAD_WEIGHTS_BEFORE = """\
+class LlamaForCausalLMEagle3(LlamaForCausalLM):
+    def load_weights(self, weights):
+        params_dict = dict(self.named_parameters())
+        for name, loaded_weight in weights:
+            if "d2t" in name:
+                continue
+"""
+
+
+def test_load_weights_reads_the_speculators_layer_names():
+    from sglang_eagle_sizing.rules.speculators_format import SpeculatorsWeightNamesRule
+
+    file = "models/llama_eagle3.py"
+    after, findings = rewrite(file, LOAD_WEIGHTS_BEFORE, SpeculatorsWeightNamesRule)
+    assert [(f.line, f.status) for f in findings] == [(4, "unrouted")]
+    assert (
+        "        for name, loaded_weight in weights:\n"
+        "            # The speculators format names the decoder layer layers.0.\n"
+        '            if name.startswith("layers.0."):\n'
+        '                name = "midlayer." + name[len("layers.0.") :]\n'
+        '            if "d2t" in name:\n'
+    ) in after
+    again, found = rewrite(file, after, SpeculatorsWeightNamesRule)
+    assert again == after and {f.status for f in found} == {Finding.ROUTED}

@@ -204,18 +204,16 @@ def test_aux_layer_ids_are_read_wherever_the_drafter_declares_them(eagle_info, t
     assert eagle_info.get_eagle_num_aux_hidden_states(none) == 3
 
 
-# the speculators-format drafter does not load in 0.5.11 (test_invariants checks the error)
-LOADABLE = sorted(
-    p.name
-    for p in DATA.iterdir()
-    if (p / "draft").is_dir() and "speculators" not in p.name
-)
+PAIRS = sorted(p.name for p in DATA.iterdir() if (p / "draft").is_dir())
 
 
-@pytest.mark.parametrize("name", LOADABLE)
-def test_every_real_drafter_parses_to_the_ids_and_count_its_config_declares(eagle_info, name):
+@pytest.mark.parametrize("name", PAIRS)
+def test_every_real_drafter_parses_to_the_ids_and_count_its_config_declares(
+    eagle_info, patched_root, name
+):
+    """Speculators-format drafters included: the patched tree reads the format itself."""
     config = config_json(DATA / name / "draft")
-    pair = load_pair(DATA / name / "draft", DATA / name / "target")
+    pair = load_pair(DATA / name / "draft", DATA / name / "target", patched_root / "sglang" / "srt")
     declared = (config.get("eagle_config") or {}).get(IDS) or config.get(IDS)
     assert eagle_info.get_eagle_aux_hidden_state_layer_ids(pair.draft.hf_config) == declared
     assert eagle_info.get_eagle_num_aux_hidden_states(pair.draft.hf_config) == len(declared or [0, 0, 0])

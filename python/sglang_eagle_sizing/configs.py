@@ -11,7 +11,11 @@ file and the key. The original folders are never modified.
   (``DeepseekV3ForCausalLMNextN`` -> ``deepseek_v3``, ``LlamaForCausalLMEagle3`` -> ``llama``).
 - ``quantization_config`` that SGLang rejects on this platform (e.g. ``mxfp4``): dropped;
   weight quantization does not change hidden sizes.
-- the ``speculators`` format (``Eagle3Speculator``): not a model SGLang 0.5.11 loads; error.
+- the ``speculators`` format (``speculators_config``; ``Eagle3Speculator``, ``Eagle3DraftModel``):
+  converted to the ``LlamaForCausalLMEagle3`` config the patched tree serves for it, by that
+  tree's own ``speculators_eagle3_to_llama_config`` (beside its ``get_config``);
+  what it refuses (a layer type other than llama, more than one layer) is a ``ConfigError``
+  with its message, which names the key. SGLang 0.5.11 itself does not read the format.
 """
 
 from __future__ import annotations
@@ -20,10 +24,16 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 HEAD_SUFFIXES = ("Eagle3", "Eagle", "NextN", "MTP")
+
+SPECULATORS_ARCHITECTURES = ("Eagle3Speculator", "Eagle3DraftModel")
+
+#: (a config dict, its path) -> the config dict SGLang loads in its place.
+Converter = Callable[[dict, str], dict]
 
 
 class ConfigError(Exception):
@@ -67,18 +77,40 @@ def _model_type_for(architecture: str) -> str | None:
     return None
 
 
-def _adapt(folder: Path, config: dict, quantization_supported) -> tuple[dict, list[str]]:
-    """The config as it can load, and what was changed (empty: loads as it is)."""
+def is_speculators(config: dict) -> bool:
+    architectures = config.get("architectures") or []
+    return "speculators_config" in config or any(a in SPECULATORS_ARCHITECTURES for a in architectures)
+
+
+def _adapt(
+    folder: Path, config: dict, quantization_supported, patched: Path | None = None
+) -> tuple[dict, list[str]]:
+    """The config as it can load, and what was changed (empty: loads as it is).
+    ``patched``: the ``srt`` folder whose reader converts the speculators format."""
     path = folder / "config.json"
     notes: list[str] = []
     config = dict(config)
-    architectures = config.get("architectures") or []
-    if "speculators_config" in config or "Eagle3Speculator" in architectures:
-        raise ConfigError(
-            f"{path}: architectures={architectures!r} is the speculators format, which "
-            "SGLang 0.5.11 does not load (no model_type for transformers); convert the "
-            "drafter to a LlamaForCausalLMEagle3 config first"
+    if is_speculators(config):
+        speculators = speculators_converter(patched) if patched is not None else None
+        if speculators is None:
+            raise ConfigError(
+                f"{path}: architectures={config.get('architectures')!r} is the speculators "
+                f"format, which only a patched tree reads ({patched or 'no tree'} has no "
+                "speculators_eagle3_to_llama_config)"
+            )
+        try:
+            config = speculators(config, str(path))
+        except (ValueError, KeyError, TypeError) as exc:
+            message = str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}"
+            raise ConfigError(
+                f"{message} (the patched tree's speculators_eagle3_to_llama_config)"
+            ) from None
+        notes.append(
+            f"{path}: the speculators format, read by the patched tree's "
+            f"speculators_eagle3_to_llama_config as {(config.get('architectures') or ['?'])[0]} "
+            "(SGLang 0.5.11 does not read the format: its values are for that config)"
         )
+    architectures = config.get("architectures") or []
     auto_map = config.get("auto_map")
     if isinstance(auto_map, dict):
         missing = sorted(
@@ -117,17 +149,61 @@ def _quantization_supported(method) -> bool:
     return method in QUANTIZATION_METHODS
 
 
-def load_pair(draft_folder: str | Path, target_folder: str | Path) -> LoadedPair:
-    """Both configs as ``ModelConfig``s (draft with ``is_draft_model=True``)."""
+def speculators_converter(srt: Path) -> Converter | None:
+    """The speculators-format reader of the tree whose ``srt`` folder is given (its own
+    ``speculators_eagle3_to_llama_config``, beside ``get_config``), as a function giving the
+    config dict SGLang loads; None when that tree has none (0.5.11)."""
+    import hashlib
+    import importlib
+    import importlib.util
+    import sys
+
+    from .sites import GET_CONFIG_FILES
+
+    found = [
+        (file, (srt / file).read_bytes())
+        for file in GET_CONFIG_FILES
+        if (srt / file).is_file()
+        and b"def speculators_eagle3_to_llama_config(" in (srt / file).read_bytes()
+    ]
+    if not found:
+        return None
+    (file, text), path = found[0], srt / found[0][0]
+    # A module of the installed package under a private name: the file's relative imports
+    # resolve, and the installed module is left alone.
+    package = "sglang.srt." + str(Path(file).parent).replace("/", ".")
+    name = f"{package}._sglang_eagle_sizing_{hashlib.sha256(text).hexdigest()[:16]}"
+    module = sys.modules.get(name)
+    if module is None:
+        importlib.import_module(package)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    to_llama = module.speculators_eagle3_to_llama_config
+    return lambda config, path: to_llama(config, path).to_dict()
+
+
+def load_pair(
+    draft_folder: str | Path, target_folder: str | Path, patched: Path | None = None
+) -> LoadedPair:
+    """Both configs as ``ModelConfig``s (draft with ``is_draft_model=True``).
+
+    ``patched``: the ``srt`` folder of the patched tree, whose own reader converts a
+    speculators-format config (default: the installed tree's, if it has one)."""
     from sglang.srt.configs.model_config import ModelConfig
 
+    if patched is None:
+        import sglang
+
+        patched = Path(sglang.__file__).parent / "srt"
     draft_folder, target_folder = Path(draft_folder), Path(target_folder)
     notes: list[str] = []
     loaded = []
     scratch = Path(tempfile.mkdtemp(prefix="sglang-eagle-sizing-"))
     try:
         for name, folder in (("draft", draft_folder), ("target", target_folder)):
-            config, changed = _adapt(folder, _read(folder), _quantization_supported)
+            config, changed = _adapt(folder, _read(folder), _quantization_supported, patched)
             load_from = folder
             if changed:
                 load_from = scratch / name

@@ -71,6 +71,10 @@ ROLES = {
     "Scheduler": "scheduler",
 }
 
+#: The EAGLE-3 drafter's ``fc`` (``Kind.DRAFTER_FC``): every worker kind builds the draft model,
+#: so each lists it with its extend-phase sites.
+(DRAFTER_FC,) = [s for s in SITES if s.kind is Kind.DRAFTER_FC]
+
 WORKER_KINDS_BY_ALGORITHM = {
     "EAGLE": tuple(WORKER_KINDS),
     "EAGLE3": tuple(WORKER_KINDS),
@@ -90,7 +94,8 @@ class SiteValue:
     error: str | None = None
     #: a site built where no worker is in reach; the worker rebuilds it (patched tree)
     rebuilt_by_worker: bool = False
-    #: which server a PD metadata buffer is on ("prefill server", "decode server"), else ""
+    #: which server a PD metadata buffer is on ("prefill server", "decode server"); "fc" for
+    #: the drafter's fc; else ""
     detail: str = ""
 
 
@@ -337,6 +342,7 @@ def evaluate_tree(
         num_aux = count(pair.draft.hf_config) if count is not None else 3
     modules: dict[str, ast.Module] = {}
     values: list[SiteValue] = []
+    fc = drafter_fc(srt, pair.draft, eagle_info, use_aux) if algorithm_name == "EAGLE3" else None
     for kind in WORKER_KINDS_BY_ALGORITHM[algorithm_name]:
         objects = make_objects(
             kind, algorithm, pair.draft, pair.target, use_aux, settings, num_aux
@@ -379,7 +385,60 @@ def evaluate_tree(
                         detail=occurrence.detail,
                     )
                 )
+        if fc is not None:
+            # fc is built in the draft model's dtype, as every weight of it
+            line, width, error = fc
+            dtype = None if error else str(pair.draft.dtype)
+            values.append(SiteValue(DRAFTER_FC, 0, line, kind, width, dtype, error, detail="fc"))
     return values
+
+
+def _entry_classes(module: ast.Module) -> set[str]:
+    """The architectures a model file serves: the names in its ``EntryClass``."""
+    for node in module.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "EntryClass" for t in node.targets
+        ):
+            return {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+    return set()
+
+
+def drafter_fc(srt: Path, draft, eagle_info, use_aux: bool) -> tuple[int, int | None, str | None] | None:
+    """(line, width, error) of the drafter's ``fc`` in the tree's own ``LlamaModel.__init__``:
+    the statements before ``self.fc = ...`` that set what its input width reads, run with the
+    drafter's ``hf_config`` (names the tree imports there from ``eagle_info`` are that tree's).
+    None when the drafter is not this file's architecture, or its fc is never applied (no aux
+    hidden states: the drafter reads the target's last hidden state as it is)."""
+    from types import SimpleNamespace
+
+    module = ast.parse((srt / DRAFTER_FC.file).read_text(encoding="utf-8"))
+    architectures = getattr(draft.hf_config, "architectures", None) or []
+    if not use_aux or not set(architectures) & _entry_classes(module):
+        return None
+    function = _function(module, DRAFTER_FC.scope)
+    for index, stmt in enumerate(function.body if function is not None else []):
+        if isinstance(stmt, ast.Assign) and ast.unparse(stmt.targets[0]) == "self.fc":
+            width = stmt.value.args[0]
+            read = {ast.unparse(n) for n in ast.walk(width) if isinstance(n, ast.Attribute)}
+            setup = [
+                s
+                for s in function.body[:index]
+                if any(
+                    isinstance(n, ast.Attribute)
+                    and isinstance(n.ctx, ast.Store)
+                    and ast.unparse(n) in read
+                    for n in ast.walk(s)
+                )
+            ]
+            scope = {n: getattr(eagle_info, n) for n in dir(eagle_info) if not n.startswith("__")}
+            scope.update(self=SimpleNamespace(), config=draft.hf_config)
+            try:
+                code = compile(ast.Module(body=setup, type_ignores=[]), DRAFTER_FC.file, "exec")
+                exec(code, scope)  # noqa: S102 - the tree's own statements, on the drafter's config
+                return stmt.lineno, int(_evaluate(width, scope, {})), None
+            except Exception as exc:  # reported as the site's value
+                return stmt.lineno, None, f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def _live(occurrence: _Occurrence, namespace: dict) -> bool:

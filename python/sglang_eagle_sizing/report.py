@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import transaction
 from .patch import check_tree, rewrite_tree
-from .sites import SITE_FILES, Kind, Phase
+from .sites import GET_CONFIG_FILES, SITE_FILES, Kind, Phase
 from .tree import KNOWN_VERSION, SglangTree
 
 HELP = "print the width, dtype and bytes of every sizing site for a drafter/target pair"
@@ -98,17 +98,23 @@ def _copy_site_files(sources: dict[str, str], into: Path) -> Path:
     return srt
 
 
-def _release_sources() -> dict[str, str]:
+def report_files(tree: SglangTree) -> tuple[str, ...]:
+    """The site files, and the module defining ``get_config``: the patched one reads a
+    speculators-format drafter (``configs.load_pair``)."""
+    return (*SITE_FILES, *(f for f in GET_CONFIG_FILES if (tree.srt / f).is_file()))
+
+
+def _release_sources(files: tuple[str, ...]) -> dict[str, str]:
     from .wheel import cached_release_wheel
 
     with zipfile.ZipFile(cached_release_wheel()) as wheel:
-        return {f: wheel.read(f"sglang/srt/{f}").decode("utf-8") for f in SITE_FILES}
+        return {f: wheel.read(f"sglang/srt/{f}").decode("utf-8") for f in files}
 
 
 def tree_sources(tree: SglangTree) -> tuple[dict[str, str], dict[str, str], str]:
     """(pristine, patched) texts of the site files, and where the pristine ones came from."""
     report = check_tree(tree)
-    current = {f: tree.read(f) for f in SITE_FILES}
+    current = {f: tree.read(f) for f in report_files(tree)}
     any_routed = any(f.status == "routed" and f.label in ("decode", "extend") for f in report.findings)
     manifest = transaction.read_manifest(tree)
     if not any_routed:
@@ -122,7 +128,7 @@ def tree_sources(tree: SglangTree) -> tuple[dict[str, str], dict[str, str], str]
         }
         origin = f"{transaction.saved_original(tree, '')} (saved by apply)"
     else:
-        pristine, origin = _release_sources(), f"the sglang {KNOWN_VERSION} release wheel"
+        pristine, origin = _release_sources(tuple(current)), f"the sglang {KNOWN_VERSION} release wheel"
     if report.routed:
         patched = current
     else:
@@ -133,7 +139,8 @@ def tree_sources(tree: SglangTree) -> tuple[dict[str, str], dict[str, str], str]
 
 # -- the report ----------------------------------------------------------------------------
 class Trees:
-    """The pristine and patched site files, written to a scratch folder for evaluation."""
+    """The pristine and patched site files (``report_files``), written to a scratch folder for
+    evaluation; ``patched`` is also what reads a speculators-format drafter (``load_pair``)."""
 
     def __init__(self, tree: SglangTree):
         pristine, patched, self.origin = tree_sources(tree)
@@ -151,8 +158,8 @@ class Trees:
 def build(draft_dir: Path, target_dir: Path, algorithm: str | None, tree: SglangTree) -> dict:
     from .configs import load_pair
 
-    pair = load_pair(draft_dir, target_dir)
     with Trees(tree) as trees:
+        pair = load_pair(draft_dir, target_dir, trees.patched)
         return build_for_pair(pair, algorithm or infer_algorithm(pair.draft), trees)
 
 

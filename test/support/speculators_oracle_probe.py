@@ -1,0 +1,439 @@
+"""SGLang's EAGLE-3 drafter against the ``speculators`` library's own ``Eagle3DraftModel``, on
+the same checkpoint and inputs, float32 on the CPU.
+
+Runs inside one SGLang tree (first on sys.path). Usage:
+
+    python speculators_oracle_probe.py WORKDIR [--prototype] [--case NAME ...]
+                                               [--mutant NAME ... | --all-mutants]
+
+For each case (a norm variant and an aux-layer count, see ``CASES``) it builds a tiny drafter
+with the library (``Eagle3DraftModel``, random weights, norm weights away from 1) and saves it
+with the library's own ``save_pretrained`` under WORKDIR. Then:
+
+- the oracle: the library's ``forward`` (``ttt_steps=2``) on one causal document
+  (``document_ids`` all 0, explicit ``position_ids`` from 0, eager attention); forward hooks
+  record its first step's logits (``lm_head``'s output) and the hidden state it carries into
+  the second step (the second half of what its decoder layer reads on the second step);
+- SGLang: the tree's ``get_config`` on the folder, ``LlamaForCausalLMEagle3`` built from it on
+  the CPU, ``load_weights`` fed by SGLang's own safetensors iterator with the names as saved,
+  then the real ``LlamaForCausalLMEagle3.forward`` (``LlamaModel``, its ``RadixAttention`` on
+  ``TorchNativeAttnBackend`` with a real ``MHATokenToKVPool`` / ``ReqToTokenPool`` on the CPU,
+  ``LogitsProcessor``) on one sequence: once as ``DRAFT_EXTEND_V2`` (logits of every token)
+  and once as ``EXTEND`` (the last token's logits), capturing the hidden states the next draft
+  step reads (``CaptureHiddenMode.FULL``).
+
+``--prototype`` (an unpatched tree, which cannot read the speculators format): the
+``LlamaConfig`` is written from the checkpoint's ``transformer_layer_config`` here (no variant
+flag) and ``layers.0.*`` renamed ``midlayer.*``; 0.5.11 matches the library on ``default/3``
+only. ``--case NAME`` (repeatable): only these cases (default: all of ``CASES``).
+
+``--mutant NAME`` (repeatable): also run every case with the named change (``MUTANTS``) made
+to the tree's source, in this process (the mutated module is executed from its edited
+source; the tree is not written).
+
+Prints ``PROBE-JSON {...}``: per case the largest absolute differences (logits, carried
+hidden states), plus per mutant the same.
+
+What stands in: the process groups (one tensor-/pipeline-parallel rank, as the fork's CPU
+test does), global server args (unset), ``sgl_kernel`` (SGLang's own CPU stub; none of its
+kernels runs: RMSNorm, RoPE and SiLU take their native paths on the CPU).
+"""
+
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported (SGLang imports it)
+
+import contextlib
+import functools
+import importlib
+import json
+import math
+import sys
+import time
+import types
+from pathlib import Path
+from types import SimpleNamespace
+from unittest import mock
+
+START = time.time()
+
+from sglang.test.test_utils import maybe_stub_sgl_kernel  # noqa: E402
+
+maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
+
+import torch  # noqa: E402
+from speculators.config import SpeculatorsConfig, VerifierConfig  # noqa: E402
+from speculators.models.eagle3 import Eagle3DraftModel, Eagle3SpeculatorConfig  # noqa: E402
+from speculators.proposals.greedy import GreedyTokenProposalConfig  # noqa: E402
+from transformers import LlamaConfig  # noqa: E402
+
+import sglang  # noqa: E402
+from sglang.srt import server_args as server_args_module  # noqa: E402
+from sglang.srt.distributed import parallel_state  # noqa: E402
+from sglang.srt.layers import dp_attention  # noqa: E402
+from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend  # noqa: E402
+from sglang.srt.layers.rotary_embedding import base as rotary_embedding_base  # noqa: E402
+from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool  # noqa: E402
+from sglang.srt.model_executor.forward_batch_info import (  # noqa: E402
+    CaptureHiddenMode,
+    ForwardBatch,
+    ForwardMode,
+)
+from sglang.srt.model_loader.weight_utils import safetensors_weights_iterator  # noqa: E402
+
+#: the norm variants of the speculators format: the config flags each sets
+VARIANTS = {
+    "default": {},
+    "norm_before_residual": {"norm_before_residual": True},
+    "norm_before_fc": {"norm_before_fc": True},
+    "fc_norm": {"fc_norm": True},
+    "norm_output": {"norm_output": True},
+}
+#: aux layer ids declared at the top level of the checkpoint's config, by count
+AUX_IDS = {3: [2, 5, 8], 4: [1, 3, 5, 7]}
+#: (case name, variant, aux count, the aux ids the config declares (None: it declares none,
+#: which is 3 to the library), architectures written in config.json (None: as saved))
+CASES = [(f"{v}/{n}", v, n, AUX_IDS[n], None) for v in VARIANTS for n in AUX_IDS] + [
+    # the architecture name early speculators releases wrote
+    ("default/3 Eagle3Speculator", "default", 3, AUX_IDS[3], ["Eagle3Speculator"]),
+    ("default/3 no aux ids", "default", 3, None, None),
+]
+
+#: the drafter: hidden 64, 4 heads of 16 (2 KV heads), target vocab 256, draft vocab 128
+HIDDEN, VOCAB, DRAFT_VOCAB = 64, 256, 128
+TOKENS = 6
+
+EAGLE3 = "sglang.srt.models.llama_eagle3"
+CONFIG = "sglang.srt.utils.hf_transformers.config"
+#: name -> (what the change does, [(module, text in its source, replacement), ...])
+MUTANTS = {
+    "drop-input-norm": (
+        "fc reads the concatenated aux hidden states without input_norm (norm_before_fc)",
+        [(EAGLE3, "hidden_states = self.input_norm(hidden_states)",
+          "hidden_states = hidden_states")],
+    ),
+    "drop-fc-norm": (
+        "fc reads each aux layer's hidden states without its fc_norm",
+        [(EAGLE3, "[norm(chunk.contiguous()) for norm, chunk in",
+          "[chunk.contiguous() for norm, chunk in")],
+    ),
+    "fc-norms-reversed": (
+        "the fc_norm of the last aux layer normalizes the first one's chunk, and so on",
+        [(EAGLE3, "zip(self.fc_norm, chunks)", "zip(self.fc_norm[::-1], chunks)")],
+    ),
+    "ignore-norm-before-residual": (
+        "the mid layer's residual is the un-normed hidden states whatever the config says",
+        [(EAGLE3, 'self.norm_before_residual = getattr(config, "norm_before_residual", False)',
+          "self.norm_before_residual = False")],
+    ),
+    "ignore-norm-output": (
+        "the next draft step reads the hidden states before the final norm whatever the "
+        "config says",
+        [(EAGLE3, "hidden_states_to_aux = hidden_states_to_logits",
+          "hidden_states_to_aux = hidden_states_to_aux")],
+    ),
+    "config-drops-norm-output": (
+        "the speculators config's norm_output is not carried into the LlamaConfig",
+        [(CONFIG, '"fc_norm", "norm_output"):', '"fc_norm"):')],
+    ),
+    "no-layers-0-rename": (
+        "load_weights does not read layers.0.* as midlayer.* (the layer keeps its init)",
+        [(EAGLE3, 'if name.startswith("layers.0."):', 'if name.startswith("no such name"):')],
+    ),
+}
+
+
+class ServerArgsUnset:
+    def __getattr__(self, name):
+        return None
+
+
+@contextlib.contextmanager
+def one_cpu_rank():
+    """One tensor- and pipeline-parallel rank without a process group, and RoPE's CPU path
+    (as the fork's CPU test builds models). Restores what it sets."""
+    one_rank = SimpleNamespace(
+        world_size=1, rank_in_group=0, rank=0, local_rank=0,
+        is_first_rank=True, is_last_rank=True,
+    )
+    with contextlib.ExitStack() as stack:
+        for target, name, value in (
+            (parallel_state, "_TP", one_rank),
+            (parallel_state, "_PP", one_rank),
+            (parallel_state, "_ATTN_TP", one_rank),
+            (dp_attention, "_ATTN_TP_SIZE", 1),
+            (dp_attention, "_ATTN_TP_RANK", 0),
+            (server_args_module, "_global_server_args", ServerArgsUnset()),
+            (rotary_embedding_base, "_is_cpu", True),
+        ):
+            stack.enter_context(mock.patch.object(target, name, value, create=True))
+        yield
+
+
+# -- the library's side --------------------------------------------------------------------
+def library_drafter(variant: str, aux_ids: list[int] | None) -> Eagle3DraftModel:
+    """A tiny drafter of the library's, random weights (norm weights around 1, not 1)."""
+    torch.manual_seed(0)
+    layer = LlamaConfig(
+        hidden_size=HIDDEN, intermediate_size=2 * HIDDEN, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_hidden_layers=1, vocab_size=VOCAB,
+        max_position_embeddings=256, rms_norm_eps=1e-6,
+    )
+    layer._attn_implementation = "eager"  # not flex attention: the CPU, a dense causal mask
+    config = Eagle3SpeculatorConfig(
+        transformer_layer_config=layer,
+        draft_vocab_size=DRAFT_VOCAB,
+        eagle_aux_hidden_state_layer_ids=aux_ids,
+        **VARIANTS[variant],
+        speculators_config=SpeculatorsConfig(
+            algorithm="eagle3",
+            proposal_methods=[GreedyTokenProposalConfig(speculative_tokens=3)],
+            default_proposal_method="greedy",
+            verifier=VerifierConfig(name_or_path=None, architectures=["LlamaForCausalLM"]),
+        ),
+    )
+    model = Eagle3DraftModel(config).eval()
+    # A pruned draft vocabulary: the target ids of the 128 draft tokens, through the
+    # library's own loader of the mappings (t2d marks them, d2t holds the offsets).
+    target_ids = torch.randperm(VOCAB)[:DRAFT_VOCAB].sort().values
+    t2d = torch.zeros(VOCAB, dtype=torch.bool)
+    t2d[target_ids] = True
+    model.load_vocab_mappings(t2d, target_ids - torch.arange(DRAFT_VOCAB))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.copy_(1 + 0.5 * torch.randn_like(param))
+            else:
+                param.copy_(0.1 * torch.randn_like(param))
+    return model
+
+
+def library_forward(model: Eagle3DraftModel, aux: torch.Tensor, input_ids: torch.Tensor):
+    """The library's forward on one causal document: (first step's logits, the hidden state
+    it carries into the second step), both [tokens, ...]."""
+    n = input_ids.shape[0]
+    logits, layer_inputs = [], []
+
+    def on_lm_head(module, args, output):
+        logits.append(output.detach().clone())
+
+    def on_layer(module, args, kwargs):
+        hidden = args[0] if args else kwargs["hidden_states"]
+        layer_inputs.append(hidden.detach().clone())
+
+    hooks = [
+        model.lm_head.register_forward_hook(on_lm_head),
+        model.layers[0].register_forward_pre_hook(on_layer, with_kwargs=True),
+    ]
+    try:
+        with torch.no_grad():
+            model(
+                hidden_states=aux[None],
+                input_ids=input_ids[None],
+                document_ids=torch.zeros((1, n), dtype=torch.long),
+                position_ids=torch.arange(n)[None],
+                ttt_steps=2,
+            )
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert len(logits) == 2 and len(layer_inputs) == 2
+    # The second step's layer reads cat([embeds, carried hidden state]).
+    return logits[0][0], layer_inputs[1][0][:, model.hidden_size:]
+
+
+# -- SGLang's side -------------------------------------------------------------------------
+def mutated_module(name: str, edits: list[tuple[str, str]]) -> types.ModuleType:
+    """``name`` executed from its source with each (text, replacement) made once."""
+    original = importlib.import_module(name)
+    source = Path(original.__file__).read_text()
+    for text, replacement in edits:
+        count = source.count(text)
+        if count != 1:
+            raise SystemExit(f"mutant: {text!r} occurs {count} times in {name}")
+        source = source.replace(text, replacement)
+    module = types.ModuleType(name)
+    module.__file__ = original.__file__
+    exec(compile(source, original.__file__, "exec"), module.__dict__)
+    return module
+
+
+@functools.cache
+def sglang_modules(mutant: str | None):
+    """(the config module, the llama_eagle3 module), the mutant's change made to its file."""
+    modules = {}
+    for name in (CONFIG, EAGLE3):
+        edits = [(t, r) for m, t, r in MUTANTS[mutant][1] if m == name] if mutant else []
+        modules[name] = mutated_module(name, edits) if edits else importlib.import_module(name)
+    return modules[CONFIG], modules[EAGLE3]
+
+
+def prototype_config(folder: Path) -> LlamaConfig:
+    """What a patched tree's get_config gives, written here for an unpatched tree (default
+    variant only): the layer config, the draft vocab, the aux ids."""
+    saved = json.loads((folder / "config.json").read_text())
+    fields = dict(saved["transformer_layer_config"])
+    fields.update(
+        architectures=["LlamaForCausalLMEagle3"],
+        draft_vocab_size=saved["draft_vocab_size"],
+        tie_word_embeddings=False,
+        eagle_aux_hidden_state_layer_ids=saved["eagle_aux_hidden_state_layer_ids"],
+        torch_dtype="float32",
+    )
+    return LlamaConfig(**fields)
+
+
+def sglang_drafter(folder: Path, prototype: bool, mutant: str | None):
+    config_module, eagle3 = sglang_modules(mutant)
+    if prototype:
+        config = prototype_config(folder)
+    else:
+        config = config_module.get_config(str(folder), trust_remote_code=False)
+    with one_cpu_rank():
+        model = eagle3.LlamaForCausalLMEagle3(config).eval()
+    weights = safetensors_weights_iterator([str(folder / "model.safetensors")])
+    if prototype:
+        weights = (
+            (f"midlayer.{name.removeprefix('layers.0.')}" if name.startswith("layers.0.")
+             else name, tensor)
+            for name, tensor in weights
+        )
+    # Every parameter starts as NaN: one load_weights does not write stays NaN (and is
+    # reported), whatever memory the allocator hands back.
+    with torch.no_grad():
+        for param in model.parameters():
+            param.fill_(float("nan"))
+    model.load_weights(weights)
+    unloaded = [n for n, p in model.named_parameters() if torch.isnan(p).any()]
+    return config, model, unloaded
+
+
+def sglang_forward(model, config, aux, input_ids, mode: ForwardMode):
+    """The real LlamaForCausalLMEagle3.forward on one sequence of ``len(input_ids)`` new
+    tokens (no prefix): (logits, the hidden states the next draft step reads, KV rows
+    written)."""
+    n = input_ids.shape[0]
+    kv_pool = MHATokenToKVPool(
+        size=64, page_size=1, dtype=torch.float32, head_num=config.num_key_value_heads,
+        head_dim=config.head_dim, layer_num=1, device="cpu", enable_memory_saver=False,
+    )
+    req_pool = ReqToTokenPool(size=2, max_context_len=64, device="cpu", enable_memory_saver=False)
+    slots = torch.arange(1, n + 1)  # slot 0 is SGLang's padding slot
+    req_pool.write((1, slice(0, n)), slots.to(torch.int32))
+    batch = ForwardBatch(
+        forward_mode=mode,
+        batch_size=1,
+        input_ids=input_ids,
+        req_pool_indices=torch.tensor([1]),
+        seq_lens=torch.tensor([n]),
+        out_cache_loc=slots,
+        seq_lens_sum=n,
+        seq_lens_cpu=torch.tensor([n]),
+        positions=torch.arange(n),
+        extend_num_tokens=n,
+        extend_prefix_lens=torch.tensor([0]),
+        extend_seq_lens=torch.tensor([n]),
+        extend_prefix_lens_cpu=[0],
+        extend_seq_lens_cpu=[n],
+        req_to_token_pool=req_pool,
+        token_to_kv_pool=kv_pool,
+        attn_backend=TorchNativeAttnBackend(SimpleNamespace(device="cpu")),
+        spec_info=SimpleNamespace(hidden_states=aux),
+        capture_hidden_mode=CaptureHiddenMode.FULL,
+        return_logprob=False,
+    )
+    with one_cpu_rank(), torch.no_grad():
+        output = model.forward(input_ids, batch.positions, batch)
+    keys = kv_pool.get_key_buffer(0)
+    written = int((keys.abs().sum(dim=(1, 2)) != 0).sum())
+    return output.next_token_logits, output.hidden_states, written
+
+
+def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    if a.shape != b.shape:
+        return float("inf")
+    difference = (a - b).abs().max().item()
+    return difference if math.isfinite(difference) else float("inf")
+
+
+def run_case(work: Path, case, prototype: bool, mutants: list[str]) -> dict:
+    name, variant, aux_count, aux_ids, architectures = case
+    folder = work / name.replace("/", "-").replace(" ", "-")
+    library = library_drafter(variant, aux_ids)
+    library.save_pretrained(folder)
+    if architectures is not None:
+        saved = json.loads((folder / "config.json").read_text())
+        saved["architectures"] = architectures
+        (folder / "config.json").write_text(json.dumps(saved, indent=2))
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(0, VOCAB, (TOKENS,), generator=generator)
+    aux = torch.randn((TOKENS, aux_count * HIDDEN), generator=generator)
+    want_logits, want_carried = library_forward(library, aux, input_ids)
+    result = {
+        "variant": variant,
+        "aux": aux_count,
+        "saved": sorted(json.loads((folder / "config.json").read_text())["architectures"]),
+        "reference_scale": {
+            "logits": want_logits.abs().max().item(),
+            "carried": want_carried.abs().max().item(),
+        },
+        "mutants": {},
+    }
+    for mutant in [None, *mutants]:
+        try:
+            config, model, unloaded = sglang_drafter(folder, prototype, mutant)
+            runs = {
+                mode.name: sglang_forward(model, config, aux, input_ids, mode)
+                for mode in (ForwardMode.DRAFT_EXTEND_V2, ForwardMode.EXTEND)
+            }
+        except Exception as exc:  # reported: a mutant may make loading or the forward fail
+            got = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        else:
+            every, last = runs["DRAFT_EXTEND_V2"], runs["EXTEND"]
+            got = {
+                "logits": max(max_diff(every[0], want_logits),
+                              max_diff(last[0], want_logits[-1:])),
+                "carried": max(max_diff(every[1], want_carried),
+                               max_diff(last[1], want_carried)),
+                "kv_rows_written": [every[2], last[2]],
+                "unloaded": unloaded,
+                "fc_in_features": model.model.fc.in_features,
+                # SGLang's draft-to-target token map (from d2t) against the target ids the
+                # library's t2d marks
+                "hot_token_ids_match": torch.equal(
+                    model.get_hot_token_id(), library.t2d.nonzero().flatten()
+                ),
+            }
+        if mutant is None:
+            result.update(got)
+        else:
+            result["mutants"][mutant] = got
+    return result
+
+
+def main():
+    args = sys.argv[1:]
+    work = Path(args.pop(0))
+    prototype = "--prototype" in args
+    mutants = [args[i + 1] for i, arg in enumerate(args) if arg == "--mutant"]
+    if "--all-mutants" in args:
+        mutants = list(MUTANTS)
+    chosen = [args[i + 1] for i, arg in enumerate(args) if arg == "--case"]
+    torch.set_default_dtype(torch.float32)
+    torch.set_num_threads(1)  # tiny matrices: threads only contend (2 shared cores in CI)
+    out = {
+        "sglang_file": sglang.__file__,
+        "import_seconds": round(time.time() - START, 1),
+        "mutant_descriptions": {name: MUTANTS[name][0] for name in mutants},
+        "cases": {},
+    }
+    for case in CASES:
+        if chosen and case[0] not in chosen:
+            continue
+        out["cases"][case[0]] = run_case(work, case, prototype, mutants)
+    out["seconds"] = round(time.time() - START, 1)
+    print("PROBE-JSON " + json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

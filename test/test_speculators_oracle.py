@@ -1,0 +1,147 @@
+"""The library is the oracle: for every norm variant of the speculators EAGLE-3 format and for
+3 and 4 aux layers, the patched SGLang's drafter forward equals the ``speculators`` library's
+own ``Eagle3DraftModel`` forward on the same weights and inputs (float32, CPU).
+
+One run of test/support/speculators_oracle_probe.py in the patched tree (one process: the
+imports cost ~10 s, the twelve cases and seven mutants together ~5 s), and one in 0.5.11 as
+released, side by side. Each checkpoint is built by
+the library and written by its own ``save_pretrained``; SGLang reads it through the patched
+``get_config`` and ``LlamaForCausalLMEagle3.load_weights`` (names as saved) and runs its real
+forward (``RadixAttention`` on ``TorchNativeAttnBackend``, real KV pools) on one sequence of 6
+tokens, as ``DRAFT_EXTEND_V2`` (every token's logits) and as ``EXTEND`` (the last token's).
+Compared: the logits, and the hidden states the next draft step reads (the library's: what
+its decoder layer reads on its second TTT step). See docs/speculators-oracle.md.
+
+The mutants (each one change to the patched source, made in the probe's process) show the
+comparison has teeth: each is caught by the cases of the variant it breaks, and only by them.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import REPO, SUPPORT, probe_json, run_python
+
+#: float32 on the CPU: the two forwards differ by rounding only (~1e-6 observed)
+ATOL = 1e-5
+#: a mutant is caught when a difference is this large, or loading / the forward fails
+CAUGHT = 1e-3
+TOKENS = 6
+HIDDEN = 64
+
+VARIANTS = ["default", "norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"]
+CASES = [f"{variant}/{aux}" for variant in VARIANTS for aux in (3, 4)] + [
+    "default/3 Eagle3Speculator",  # the early architecture name in config.json
+    "default/3 no aux ids",  # eagle_aux_hidden_state_layer_ids null: 3 to both
+]
+
+#: mutant (the probe's MUTANTS: one change to the patched source) -> the variants whose
+#: cases must catch it (None: every case); every other case must still pass
+MUTANTS = {
+    "drop-input-norm": ("norm_before_fc",),
+    "drop-fc-norm": ("fc_norm",),
+    "fc-norms-reversed": ("fc_norm",),
+    "ignore-norm-before-residual": ("norm_before_residual",),
+    "ignore-norm-output": ("norm_output",),
+    "config-drops-norm-output": ("norm_output",),
+    "no-layers-0-rename": None,
+}
+
+
+@pytest.fixture(scope="module")
+def probes(pristine_root, patched_root, libcuda_stub, tmp_path_factory):
+    """The probe in the patched tree (every case, every mutant) and, side by side, in 0.5.11
+    as released (``--prototype``: its config written by the probe, ``layers.0.*`` read as
+    ``midlayer.*``)."""
+    work = tmp_path_factory.mktemp("speculators-oracle")
+    probe = str(SUPPORT / "speculators_oracle_probe.py")
+    patched_args = [probe, str(work / "patched")]
+    for mutant in MUTANTS:
+        patched_args += ["--mutant", mutant]
+    runs = {
+        "patched": (patched_root, patched_args),
+        "released": (pristine_root, [probe, str(work / "released"), "--prototype"]),
+    }
+    with ThreadPoolExecutor(2) as pool:
+        futures = {
+            tree: pool.submit(run_python, root, libcuda_stub, args)
+            for tree, (root, args) in runs.items()
+        }
+        probes = {tree: probe_json(future.result()) for tree, future in futures.items()}
+    for tree, (root, _) in runs.items():
+        assert probes[tree]["sglang_file"].startswith(str(root))
+    return probes
+
+
+@pytest.fixture(scope="module")
+def oracle(probes):
+    return probes["patched"]
+
+
+def test_every_case_ran(oracle):
+    assert list(oracle["cases"]) == CASES
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_drafter_forward_equals_the_library(oracle, case):
+    got = oracle["cases"][case]
+    assert "error" not in got, got["error"]
+    aux = int(case.split("/")[1][0])
+    assert got["fc_in_features"] == aux * HIDDEN
+    # The forward went through the attention backend: it wrote every token's K to the pool,
+    # once per mode.
+    assert got["kv_rows_written"] == [TOKENS, TOKENS]
+    # load_weights wrote every parameter (each starts as NaN).
+    assert got["unloaded"] == []
+    # The draft vocabulary maps to the target ids the library's t2d marks.
+    assert got["hot_token_ids_match"]
+    assert got["logits"] <= ATOL, got
+    assert got["carried"] <= ATOL, got
+
+
+def caught(got: dict) -> bool:
+    if "error" in got or got["unloaded"]:
+        return True
+    return max(got["logits"], got["carried"]) > CAUGHT
+
+
+@pytest.mark.parametrize("mutant", list(MUTANTS))
+def test_a_mutant_is_caught_by_its_variant_only(oracle, mutant):
+    variants = MUTANTS[mutant]
+    for case, result in oracle["cases"].items():
+        got = result["mutants"][mutant]
+        expected = variants is None or result["variant"] in variants
+        assert caught(got) == expected, (case, got)
+        if not expected:
+            assert max(got["logits"], got["carried"]) <= ATOL, (case, got)
+
+
+def test_released_0_5_11_matches_the_default_variant_only(probes):
+    """The harness discriminates without the patch: 0.5.11's drafter (its config written by
+    the probe, the weights renamed) equals the library on the default variant with 3 aux
+    layers, differs on every other variant, and cannot load 4 aux layers into its fc."""
+    cases = probes["released"]["cases"]
+    assert list(cases) == CASES
+    for case, got in cases.items():
+        if case.endswith("/4"):
+            assert "Attempted to load weight" in got.get("error", ""), (case, got)
+        elif case.startswith("default/"):
+            assert max(got["logits"], got["carried"]) <= ATOL, (case, got)
+        else:
+            assert max(got["logits"], got["carried"]) > CAUGHT, (case, got)
+    # norm_output changes only what is carried to the next step, not the logits.
+    assert cases["norm_output/3"]["logits"] <= ATOL
+
+
+def test_the_doc_tables_list_every_case_and_mutant():
+    """docs/speculators-oracle.md's tables (pasted from scripts/speculators_oracle_table.py)
+    cover what this file runs: every case equal on the patched tree, every mutant."""
+    doc = (REPO / "docs" / "speculators-oracle.md").read_text()
+    rows = [line for line in doc.splitlines() if line.startswith("| `")]
+    patched = rows[: len(CASES)]
+    assert [row.split("`")[1] for row in patched] == CASES
+    assert all(row.endswith("| equal |") for row in patched), patched
+    mutants = [row.split("`")[1] for row in rows[len(CASES):len(CASES) + len(MUTANTS)]]
+    assert mutants == list(MUTANTS)
