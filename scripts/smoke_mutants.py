@@ -94,6 +94,10 @@ def main() -> int:
                              cache_dir())
             caught = differences(run, reference, case.batches)
             verdict = "; ".join(caught) if caught else "**survived**"
+            if run.status == "served":
+                # the figures behind "another accept length": the mutant's / the patched tree's
+                verdict += (f" (accept length {run.accept_length:.3f} / "
+                            f"{reference['accept_length']:.3f})")
             rows.append((name, mutant.description, case_name, verdict.replace("|", "\\|")[:240]))
             print(f"{name} in {case_name}: {verdict}", file=sys.stderr, flush=True)
     print("| mutant | what it does | case | caught by |")

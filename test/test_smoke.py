@@ -274,6 +274,21 @@ def test_a_crash_is_named_by_the_exception_the_log_ends_with():
     run = Run(case="c", tree="tree")
     _crashed(run, RuntimeError("/generate failed (no reply): timed out"), tail.splitlines()[2])
     assert run.error == "/generate failed (no reply): timed out"
+    # a DP server dying at start-up: the scheduler's exception, then the launcher's
+    dp_tail = (
+        "AssertionError: Attempted to load weight (torch.Size([32, 256])) into parameter "
+        "(torch.Size([32, 192]))\n"
+        "    raise EOFError\n"
+        "EOFError\n"
+        "RuntimeError: Rank 0 scheduler died during initialization (exit code: -3)."
+    )
+    run = Run(case="c", tree="tree")
+    _crashed(run, RuntimeError("the server exited with code 1 while starting"), dp_tail)
+    assert run.error == (
+        "the server exited with code 1 while starting: AssertionError: Attempted to load "
+        "weight (torch.Size([32, 256])) into parameter (torch.Size([32, 192])); then "
+        "RuntimeError: Rank 0 scheduler died during initialization (exit code: -3)."
+    )
 
 
 def test_a_run_differs_from_a_saved_one_by_crash_tokens_or_accept_length():
@@ -313,7 +328,6 @@ def test_unknown_case_is_an_error():
 @pytest.mark.parametrize(
     "pair,architecture",
     [("gemma-3-27b-it__specforge-eagle3", "Gemma3ForConditionalGeneration"),
-     ("qwen3-30b-a3b__specforge-moe-draft-eagle3", "Qwen3MoeForCausalLM"),
      ("kimi-k2-instruct__specforge-eagle3", "DeepseekV3ForCausalLM")],
 )
 def test_pair_with_an_unsupported_target_is_refused_by_name(pair, architecture):
@@ -343,6 +357,66 @@ def test_pair_keeps_what_decides_sizing():
     assert qwen.target.num_layers == 8
     # ids of a 48-layer target land on the tiny target's capturable layers 0..2, in order
     assert [map_layer_id(i, 48) for i in (1, 23, 44)] == [0, 1, 2]
+
+
+def test_pair_serves_a_moe_target_as_its_dense_counterpart_and_says_so():
+    from conftest import DATA
+    from sglang_eagle_sizing.smoke.pair import pair_case
+
+    case = pair_case(DATA / "qwen3-30b-a3b__specforge-moe-draft-eagle3-toplevel-ids")
+    assert case.target.architecture == "Qwen3ForCausalLM"
+    assert "Qwen3MoeForCausalLM target served as a dense Qwen3ForCausalLM" in case.description
+    assert case.drafter.aux_layer_ids == (0, 1, 2) and case.drafter.ids_at == "top"
+
+
+def test_pair_shrinks_a_speculators_drafter_in_its_own_format():
+    from conftest import DATA
+    from sglang_eagle_sizing.smoke.pair import pair_case
+
+    case = pair_case(DATA / "gpt-oss-20b__nm-testing-speculators-eagle3")
+    assert case.algorithm == "EAGLE3" and case.drafter.format == "speculators"
+    assert case.drafter.speculators_norms == ("norm_before_residual",)
+    assert case.drafter.draft_vocab_size == round(512 * 32000 / 201088)
+    # no ids: SGLang's default capture, three distinct layers of an 8-layer target
+    assert case.drafter.aux_layer_ids is None and case.target.num_layers == 8
+    assert "GptOssForCausalLM target served as a dense LlamaForCausalLM" in case.description
+
+
+def test_layers_craft_drafts_only_from_the_layers_it_names(tmp_path):
+    """The layers craft, worked through without a server: from the target's own hidden states
+    (transformers), the drafter's fc and mid layer guess the next 3 tokens right from the
+    declared layers and wrong from the next ones."""
+    import torch
+    from safetensors.torch import load_file
+    from sglang_eagle_sizing.smoke import models
+    from transformers import AutoModelForCausalLM
+
+    target = models.TargetSpec(num_layers=6, craft="layers")
+    drafter = models.DrafterSpec(aux_layer_ids=(0, 1, 2, 3), hidden_size=32, craft="layers")
+    models.build_target(target, tmp_path / "t")
+    models.build_drafter(drafter, target, tmp_path / "d")
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "t", dtype=torch.float32)
+    ids = torch.tensor([[5, 77, 200, 301, 9, 40, 41, 42, 43]])
+    states = model(ids, output_hidden_states=True).hidden_states  # [i]: input of layer i
+    assert model(ids).logits[0].argmax(-1).tolist() == [(x + 1) % 512 for x in ids[0].tolist()]
+    w = load_file(str(tmp_path / "d" / "model.safetensors"))
+
+    def norm(x):
+        return x / (x.pow(2).mean(-1, keepdim=True) + 1e-6).sqrt()
+
+    def drafts(shift):
+        aux = torch.cat([states[i + 1 + shift][0, -1] for i in (0, 1, 2, 3)])
+        h, out = aux @ w["fc.weight"].T, []
+        for _ in range(3):
+            n = norm(h)
+            gate = n @ w["midlayer.mlp.gate_proj.weight"].T
+            up = n @ w["midlayer.mlp.up_proj.weight"].T
+            h = h + (torch.nn.functional.silu(gate) * up) @ w["midlayer.mlp.down_proj.weight"].T
+            out.append(int((norm(h) @ w["lm_head.weight"].T).argmax()))
+        return out
+
+    assert drafts(0) == [45, 46, 47]  # at the token 43, given 44: 45, 46, 47
+    assert not set(drafts(1)) & {45, 46, 47}
 
 
 def test_a_known_failure_is_expected_only_with_its_own_error():

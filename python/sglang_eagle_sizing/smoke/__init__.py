@@ -57,7 +57,12 @@ def run(args: argparse.Namespace) -> int:
         cases = [case_named(n) for n in args.case]
         if not args.case and not args.pair:
             cases = list(CASES)
-        cases += [pair_case(Path(folder)) for folder in args.pair]
+        pairs = [pair_case(Path(folder)) for folder in args.pair]
+        for case in pairs:
+            # what the pair was shrunk to, and what is served in place of what (a dense
+            # counterpart of a mixture-of-experts target, ...)
+            print(f"{case.name}: {case.description}", file=sys.stderr)
+        cases += pairs
     except KeyError as exc:
         print(f"error: no smoke case {exc.args[0]!r}; smoke --list names them", file=sys.stderr)
         return 2
@@ -154,8 +159,21 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None)
                     for role in sorted({"prefill", "decode"} - sized):
                         problems.append(f"the {role} server's Scheduler.init_disaggregation "
                                         "did not call the contract")
+                bound = case.min_accept_length
+                if bound is not None and not (spec.accept_length or 0) > bound:
+                    problems.append(
+                        f"accept length {spec.accept_length} is not above {bound}: the drafter "
+                        "did not get the target layers it was crafted for"
+                    )
                 rel = entry.get("release")
-                if rel and rel["status"] == "served" and rel["accept_length"] != spec.accept_length:
+                if rel and case.release_error is not None:
+                    if rel["status"] == "served":
+                        problems.append("0.5.11 served it; it must fail"
+                                        + (f" with {case.release_error!r}" if case.release_error else ""))
+                    elif case.release_error not in rel["error"]:
+                        problems.append(f"0.5.11 failed with another error than "
+                                        f"{case.release_error!r}: {rel['error']}")
+                elif rel and rel["status"] == "served" and rel["accept_length"] != spec.accept_length:
                     problems.append(
                         f"accept length {spec.accept_length} differs from the release's {rel['accept_length']}"
                     )

@@ -91,6 +91,12 @@ class Case:
     plain_attention_backend: str = "torch_native"
     #: seconds to wait for a reply to each batch (None: the runner's default)
     request_timeout: float | None = None
+    #: the accept length the served case must exceed (None: no bound); the ``layers`` craft's
+    #: cases accept every draft from the right layers and almost none from others
+    min_accept_length: float | None = None
+    #: what the unpatched 0.5.11 release's run must fail with ("": any error; None: it may
+    #: serve, and must then give the same accept length)
+    release_error: str | None = None
 
     def server_args(self, target_dir, drafter_dir) -> list[str]:
         """``drafter_dir`` is the target's own folder when the case has no drafter (MTP)."""
@@ -277,6 +283,88 @@ CASES += (
         DP_NARROW,
         name="eagle3-dp-attention-narrow-drafter-v2",
         description=DP_NARROW.description.replace("v1 worker", "v2 worker"),
+        flags=CHAIN + DP_ATTENTION,
+    ),
+)
+
+#: Drafters whose acceptance hangs on the layers the target captures (the ``layers`` craft,
+#: models.py): from the right layers every draft is accepted, from any other (or another
+#: number of layers) almost none is, so a target that captures the wrong thing shows. Each is a
+#: drafter 0.5.11 cannot serve: 4 aux layers (its fc takes 3), or the speculators format.
+LAYERED = TargetSpec(num_layers=6, craft="layers")
+#: above: an accept length of 1 (no draft accepted) up to 4 (3 draft steps)
+ACCEPTED = 2.0
+#: 0.5.11's get_config has no reader of the speculators format: AutoConfig finds no model_type
+SPECULATORS_UNREAD = "Should have a `model_type` key in its config.json"
+#: 0.5.11 builds fc for 3 layers whatever the drafter declares (llama_eagle3.py:138)
+FC_SHAPE = "Attempted to load weight (torch.Size([64, 256])) into parameter (torch.Size([64, 192]))"
+FOUR_IDS = Case(
+    "eagle3-4ids-v1",
+    "SpecForge-style LlamaForCausalLMEagle3 with 4 layer ids in eagle_config ([0, 1, 2, 3]) "
+    "on a 6-layer target, weights crafted so that drafts are accepted only from those 4 "
+    "layers; v1 worker",
+    "EAGLE3",
+    DrafterSpec(kind="eagle3", aux_layer_ids=(0, 1, 2, 3), craft="layers"),
+    CHAIN + V1,
+    batches=SHAPES,
+    target=LAYERED,
+    min_accept_length=ACCEPTED,
+    release_error=FC_SHAPE,
+)
+CASES += (
+    FOUR_IDS,
+    replace(
+        FOUR_IDS,
+        name="eagle3-4ids-v2",
+        description=FOUR_IDS.description.replace("v1 worker", "v2 (overlap) worker"),
+        flags=CHAIN,
+    ),
+    replace(
+        FOUR_IDS,
+        name="eagle3-speculators-4ids-v1",
+        description="EAGLE-3 drafter in the speculators format (written by speculators 0.9.0's "
+        "Eagle3DraftModel.save_pretrained, norm_before_fc) with 4 layer ids at the top level "
+        "([1, 2, 3, 4]) on a 6-layer target, crafted as above; v1 worker",
+        drafter=DrafterSpec(
+            kind="eagle3", aux_layer_ids=(1, 2, 3, 4), ids_at="top", craft="layers",
+            format="speculators", speculators_norms=("norm_before_fc",),
+        ),
+        batches=(LONG,),
+        release_error=SPECULATORS_UNREAD,
+    ),
+    replace(
+        FOUR_IDS,
+        name="eagle3-speculators-default3-v1",
+        description="EAGLE-3 drafter in the speculators format without layer ids (SGLang's "
+        "default 3: the inputs of layers [2, 4, 5] of the 8-layer target), crafted as above; "
+        "v1 worker",
+        drafter=DrafterSpec(kind="eagle3", aux_layer_ids=None, craft="layers",
+                            format="speculators"),
+        batches=(LONG,),
+        target=replace(LAYERED, num_layers=8),
+        release_error=SPECULATORS_UNREAD,
+    ),
+)
+#: the narrow drafter under DP attention with 4 aux layers: an idle input of the extend width
+#: is 4 x 64 wide, and reaches fc (4 x 64 -> 32)
+DP_NARROW_4 = replace(
+    DP_ONE_REQUEST,
+    name="eagle3-dp-attention-narrow-4ids-v1",
+    description="EAGLE-3, a 32-wide drafter with 4 layer ids on the 64-wide 6-layer Qwen3 "
+    "target, crafted as above, --tp 2 --dp 2 --enable-dp-attention, one request (rank dp1 "
+    "idle), v1 worker: idle inputs 4 x 64 wide reach the drafter's fc",
+    drafter=DrafterSpec(kind="eagle3", aux_layer_ids=(0, 1, 2, 3), hidden_size=32,
+                        craft="layers"),
+    target=replace(LAYERED, architecture="Qwen3ForCausalLM"),
+    min_accept_length=ACCEPTED,
+    release_error="torch.Size([32, 256])",
+)
+CASES += (
+    DP_NARROW_4,
+    replace(
+        DP_NARROW_4,
+        name="eagle3-dp-attention-narrow-4ids-v2",
+        description=DP_NARROW_4.description.replace("v1 worker", "v2 worker"),
         flags=CHAIN + DP_ATTENTION,
     ),
 )

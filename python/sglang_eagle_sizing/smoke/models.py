@@ -17,6 +17,27 @@ untested. The weights here are crafted instead, from one random embedding table 
 - an **EAGLE** (EAGLE-1) drafter: ``fc`` maps ``[E[t], h]`` to ``E[t]`` plus a share of ``h``;
   the target's LM head (shared) guesses ``t + 1``;
 - a **STANDALONE** drafter: a one-layer Llama that maps ``x`` to ``x + 1`` exactly.
+
+Those drafters guess ``t + 1`` from the token they are given: a target that captures the wrong
+layers (or none) changes few guesses. The ``layers`` craft (``TargetSpec.craft``,
+``DrafterSpec.craft``) makes acceptance hang on the captured layers instead:
+
+- the embedding is a Fourier table ``F[x] = sqrt(2) [1, cos(w_k x), sin(w_k x) ...]``
+  (``fourier_table``: rows of RMS 1, a constant first coordinate), so that ``x -> x + 1`` is a
+  rotation ``S`` (``shift_rotation``);
+- each target layer ``i`` leaves the state ``M_i F[x]``, ``M_i`` a random rotation of its own
+  (``layer_rotation``; the last layer's is the identity, so the target maps ``x`` to
+  ``x + 1`` exactly): attention adds nothing (``o_proj`` is zero) and the MLP is linear
+  (its gate reads only the constant coordinate), ``M_i M_{i-1}^T - I``;
+- the drafter's ``fc`` reads every captured chunk: ``sum_j B_j M_{l_j}^T c_j`` with
+  ``sum_j B_j = S P`` (``P`` keeps the drafter's share of the frequencies) and each ``B_j``
+  carrying a large random term that cancels only between the right chunks, so the first draft
+  state is ``F[x + 1]`` when the target captured exactly the layers ``l_j`` the drafter names
+  and noise when any chunk holds another layer; its mid layer adds nothing but a linear MLP
+  ``S - I`` (each draft step moves one token on) and its LM head row ``y`` is ``F[y]``.
+
+With the right capture every draft is accepted (accept length ``num_steps + 1`` but for a
+batch's last verify); with any chunk from another layer almost none is (accept length 1).
 """
 
 from __future__ import annotations
@@ -76,6 +97,9 @@ class TargetSpec:
     #: scale of the random layer weights: how often attention changes ``x -> x + 1``
     perturbation: float = 0.32
     seed: int = 0
+    #: ``shift`` (random layers over ``x -> x + 1``) or ``layers`` (each layer's state a
+    #: rotation of its own, see the module's docstring)
+    craft: str = "shift"
 
     @property
     def model_type(self) -> str:
@@ -218,12 +242,129 @@ def target_tensors(spec: TargetSpec) -> dict[str, torch.Tensor]:
     return {k: v.to(dtype) for k, v in tensors.items()}
 
 
+#: frequencies (cycles over the vocabulary) of the ``layers`` craft's Fourier table, first the
+#: ones a 32-wide drafter keeps (15, one odd: ``x -> F[x]`` is one-to-one); chosen by a seeded
+#: search for the lowest largest cosine between two rows (0.40 for the first 15, 0.33 for 31)
+FREQUENCIES = (
+    149, 105, 145, 114, 81, 53, 120, 194, 251, 71, 199, 11, 90, 103, 200,
+    134, 180, 68, 208, 101, 25, 93, 29, 58, 146, 179, 45, 89, 156, 4, 73,
+)
+#: the value silu(gate) the linear MLPs of the ``layers`` craft scale by
+GATE = 4.0
+
+
+def _pairs(width: int) -> int:
+    """How many (cos, sin) pairs a state of ``width`` holds after its constant coordinate."""
+    return min((width - 1) // 2, len(FREQUENCIES))
+
+
+def fourier_table(width: int, vocab: int = VOCAB) -> torch.Tensor:
+    """``vocab x width``: row ``x`` is ``c [1, cos(w_1 x), sin(w_1 x), ...]`` padded with
+    zeros, ``c`` making its RMS 1 (``sqrt(2)`` for an even width)."""
+    x = torch.arange(vocab, dtype=torch.float64)
+    table = torch.zeros(vocab, width, dtype=torch.float64)
+    table[:, 0] = 1.0
+    for k, cycles in enumerate(FREQUENCIES[: _pairs(width)]):
+        w = 2 * torch.pi * cycles / vocab
+        table[:, 1 + 2 * k] = torch.cos(w * x)
+        table[:, 2 + 2 * k] = torch.sin(w * x)
+    table *= (width / (1 + _pairs(width))) ** 0.5
+    return table
+
+
+def shift_rotation(width: int, vocab: int = VOCAB) -> torch.Tensor:
+    """``S`` with ``S @ F[x] = F[x + 1]`` (``F = fourier_table(width)``, rows as columns)."""
+    S = torch.eye(width, dtype=torch.float64)
+    for k, cycles in enumerate(FREQUENCIES[: _pairs(width)]):
+        w = torch.tensor(2 * torch.pi * cycles / vocab, dtype=torch.float64)
+        c, s = torch.cos(w), torch.sin(w)
+        i = 1 + 2 * k
+        S[i, i], S[i, i + 1], S[i + 1, i], S[i + 1, i + 1] = c, -s, s, c
+    return S
+
+
+def layer_rotation(layer: int, spec: TargetSpec) -> torch.Tensor:
+    """``M_layer``: the ``layers`` craft's state after target layer ``layer`` is
+    ``M_layer @ F[x]``; a random rotation keeping the constant coordinate, the identity for
+    the embedding (``layer`` -1) and the last layer."""
+    h = spec.hidden_size
+    if layer < 0 or layer >= spec.num_layers - 1:
+        return torch.eye(h, dtype=torch.float64)
+    generator = torch.Generator().manual_seed(1000 * spec.seed + 17 + layer)
+    q, r = torch.linalg.qr(torch.randn(h - 1, h - 1, generator=generator, dtype=torch.float64))
+    M = torch.eye(h, dtype=torch.float64)
+    M[1:, 1:] = q * torch.sign(torch.diagonal(r))
+    return M
+
+
+def linear_mlp(prefix: str, matrix: torch.Tensor, hidden: int) -> dict[str, torch.Tensor]:
+    """SwiGLU weights computing ``matrix @ n`` for a normed input ``n`` whose first coordinate
+    is the ``layers`` craft's constant: the gate reads only it, so silu(gate) is ``GATE``."""
+    # the constant coordinate of a row of fourier_table(hidden), which has RMS 1: norm keeps it
+    constant = (hidden / (1 + _pairs(hidden))) ** 0.5
+    # silu(g * constant) = GATE: g by bisection (silu increases for positive arguments)
+    lo, hi = 0.0, 64.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if mid * torch.sigmoid(torch.tensor(mid, dtype=torch.float64)).item() < GATE:
+            lo = mid
+        else:
+            hi = mid
+    gate = torch.zeros(INTERMEDIATE, hidden, dtype=torch.float64)
+    gate[:, 0] = lo / constant
+    up = torch.zeros(INTERMEDIATE, hidden, dtype=torch.float64)
+    up[:hidden, :hidden] = torch.eye(hidden, dtype=torch.float64)
+    down = torch.zeros(hidden, INTERMEDIATE, dtype=torch.float64)
+    down[:, :hidden] = matrix / GATE
+    return {
+        prefix + "mlp.gate_proj.weight": gate,
+        prefix + "mlp.up_proj.weight": up,
+        prefix + "mlp.down_proj.weight": down,
+    }
+
+
+def layered_target_tensors(spec: TargetSpec) -> dict[str, torch.Tensor]:
+    """The ``layers`` craft's target: layer ``i`` turns ``M_{i-1} F[x]`` into ``M_i F[x]``."""
+    h, hd = spec.hidden_size, spec.hidden_size // spec.num_heads
+    q_out, kv_out = spec.num_heads * hd, spec.num_kv_heads * hd
+    E = fourier_table(h)
+    tensors = {
+        "model.embed_tokens.weight": E,
+        "lm_head.weight": torch.roll(E, shifts=1, dims=0),
+        "model.norm.weight": torch.ones(h),
+    }
+    for i in range(spec.num_layers):
+        p = f"model.layers.{i}."
+        step = layer_rotation(i, spec) @ layer_rotation(i - 1, spec).T
+        tensors.update(
+            {
+                p + "input_layernorm.weight": torch.ones(h),
+                p + "post_attention_layernorm.weight": torch.ones(h),
+                p + "self_attn.q_proj.weight": torch.zeros(q_out, h),
+                p + "self_attn.k_proj.weight": torch.zeros(kv_out, h),
+                p + "self_attn.v_proj.weight": torch.zeros(kv_out, h),
+                p + "self_attn.o_proj.weight": torch.zeros(h, q_out),
+                **linear_mlp(p, step - torch.eye(h, dtype=torch.float64), h),
+            }
+        )
+        if spec.model_type == "qwen2":
+            for name, size in (("q", q_out), ("k", kv_out), ("v", kv_out)):
+                tensors[p + f"self_attn.{name}_proj.bias"] = torch.zeros(size)
+        if spec.model_type == "qwen3":
+            tensors[p + "self_attn.q_norm.weight"] = torch.ones(hd)
+            tensors[p + "self_attn.k_norm.weight"] = torch.ones(hd)
+    dtype = getattr(torch, spec.dtype)
+    return {k: v.to(dtype) for k, v in tensors.items()}
+
+
 def build_target(spec: TargetSpec, folder: Path) -> Path:
     if spec.config_only:
         folder.mkdir(parents=True, exist_ok=True)
         write_tokenizer(folder, VOCAB)
         (folder / "config.json").write_text(json.dumps(step3p5_config(spec), indent=2) + "\n")
         return folder
+    if spec.craft == "layers":
+        return _save(folder, target_config(spec), layered_target_tensors(spec))
     return _save(folder, target_config(spec), target_tensors(spec))
 
 
@@ -255,6 +396,15 @@ class DrafterSpec:
     draft_vocab_size: int | None = None
     #: whether the EAGLE-3 config declares ``target_hidden_size``
     declare_target_hidden_size: bool = True
+    #: ``shift`` (guesses ``t + 1`` from its token) or ``layers`` (drafts from the captured
+    #: layers only; for a ``layers`` target, see the module's docstring)
+    craft: str = "shift"
+    #: ``hf`` (an HF Llama EAGLE-3 folder, as SpecForge and EAGLE's own scripts write it) or
+    #: ``speculators`` (saved by the ``speculators`` library's ``Eagle3DraftModel``, with its
+    #: config: the layer ids at the top level, the layer under ``transformer_layer_config``)
+    format: str = "hf"
+    #: the speculators format's norm options (``norm_before_fc`` ...) set to true
+    speculators_norms: tuple[str, ...] = ()
 
 
 def drafter_config(spec: DrafterSpec, target: TargetSpec) -> dict:
@@ -347,7 +497,8 @@ def drafter_tensors(spec: DrafterSpec, target: TargetSpec) -> dict[str, torch.Te
         q = torch.cat([eye * 3.0, zeros(h, h)], dim=1)
         v = torch.cat([eye, -eye], dim=1)
         th = target.hidden_size
-        fc = zeros(h, 3 * th)
+        # one chunk per declared layer id (SGLang's default capture: 3)
+        fc = zeros(h, len(spec.aux_layer_ids or (0, 0, 0)) * th)
         # residual F * h plus attention -A * h / rms(h) * rms-ish: about (F - A) * h
         fc[:, spec.fc_chunk * th : (spec.fc_chunk + 1) * th] = torch.eye(h, th) * amplitude * (
             1.0 + spec.aux_share
@@ -378,5 +529,150 @@ def drafter_tensors(spec: DrafterSpec, target: TargetSpec) -> dict[str, torch.Te
     return {k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items()}
 
 
+#: the ``layers`` craft: the size of the random term of each chunk's part of ``fc``, which
+#: cancels between the right chunks only (a wrong chunk leaves noise twice the signal)
+CHUNK_NOISE = 1.0
+
+
+def captured_layers(spec: DrafterSpec, target: TargetSpec) -> list[int]:
+    """The target layers whose outputs SGLang hands the drafter, in its order: each declared
+    id ``i`` is the input of layer ``i + 1`` (``llama.py`` ``set_eagle3_layers_to_capture``),
+    else the inputs of layers ``[2, L // 2, L - 3]``; in layer order, each once."""
+    L = target.num_layers
+    if spec.aux_layer_ids is not None:
+        layers = sorted(set(spec.aux_layer_ids))
+    else:
+        layers = sorted({c - 1 for c in (2, L // 2, L - 3)})
+    if len(layers) != len(spec.aux_layer_ids or (0, 0, 0)) or not all(
+        0 <= i <= L - 2 for i in layers
+    ):
+        raise ValueError(
+            f"the layers craft needs distinct layer ids in 0..{L - 2} (the {L}-layer target "
+            f"captures them all): {spec.aux_layer_ids} gives {layers}"
+        )
+    return layers
+
+
+def layered_drafter_tensors(spec: DrafterSpec, target: TargetSpec) -> dict[str, torch.Tensor]:
+    """The ``layers`` craft's EAGLE-3 drafter (HF names): ``fc`` turns the right chunks into
+    ``F[x + 1]`` and any other into noise, the mid layer steps ``F[t] -> F[t + 1]``."""
+    if target.craft != "layers":
+        raise ValueError("a layers-craft drafter drafts from a layers-craft target only")
+    h, th = spec.hidden_size or target.hidden_size, target.hidden_size
+    layers = captured_layers(spec, target)
+    n = len(layers)
+    F = fourier_table(h)
+    # P: the target's Fourier coordinates the drafter keeps, rescaled to its RMS 1
+    P = torch.zeros(h, th, dtype=torch.float64)
+    keep = 1 + 2 * _pairs(h)
+    P[:keep, :keep] = torch.eye(keep, dtype=torch.float64) * (
+        (h / (1 + _pairs(h))) / (th / (1 + _pairs(th)))
+    ) ** 0.5
+    S = shift_rotation(h)
+    generator = torch.Generator().manual_seed(1000 * target.seed + 7)
+    Z = [torch.randn(h, th, generator=generator, dtype=torch.float64) / th**0.5 for _ in range(n)]
+    blocks = []
+    for j, layer in enumerate(layers):
+        B = S @ P / n
+        if n > 1:
+            B = B + CHUNK_NOISE * (Z[j] - Z[j - 1])
+        blocks.append(B @ layer_rotation(layer, target).T)
+    fc = torch.cat(blocks, dim=1)
+    draft_vocab = spec.draft_vocab_size or VOCAB
+    heads = target.num_heads
+    p = "midlayer."
+    tensors = {
+        "embed_tokens.weight": F,
+        "fc.weight": fc,
+        "norm.weight": torch.ones(h),
+        # hot tokens: the first draft_vocab ones (d2t maps draft id i to i + d2t[i])
+        "lm_head.weight": F[:draft_vocab],
+        p + "input_layernorm.weight": torch.ones(h),
+        p + "hidden_norm.weight": torch.ones(h),
+        p + "post_attention_layernorm.weight": torch.ones(h),
+        p + "self_attn.q_proj.weight": torch.zeros(h, 2 * h),
+        p + "self_attn.k_proj.weight": torch.zeros(heads * (h // heads), 2 * h),
+        p + "self_attn.v_proj.weight": torch.zeros(heads * (h // heads), 2 * h),
+        p + "self_attn.o_proj.weight": torch.zeros(h, h),
+        **linear_mlp(p, S - torch.eye(h, dtype=torch.float64), h),
+    }
+    if draft_vocab != VOCAB:
+        tensors["d2t"] = torch.zeros(draft_vocab, dtype=torch.int64)
+    dtype = getattr(torch, spec.dtype)
+    return {k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items()}
+
+
+def save_speculators_drafter(
+    spec: DrafterSpec, target: TargetSpec, tensors: dict[str, torch.Tensor], folder: Path
+) -> Path:
+    """Write an EAGLE-3 drafter in the speculators format with the ``speculators`` library
+    itself: its config class and ``Eagle3DraftModel``, the crafted tensors loaded into the
+    model (strictly: every parameter the library has, no other) and ``save_pretrained``."""
+    from speculators.config import SpeculatorsConfig, VerifierConfig
+    from speculators.models.eagle3 import Eagle3DraftModel, Eagle3SpeculatorConfig
+    from speculators.proposals.greedy import GreedyTokenProposalConfig
+    from transformers import LlamaConfig
+
+    h = spec.hidden_size or target.hidden_size
+    draft_vocab = spec.draft_vocab_size or VOCAB
+    layer = LlamaConfig(
+        hidden_size=h,
+        intermediate_size=INTERMEDIATE,
+        num_attention_heads=target.num_heads,
+        num_key_value_heads=target.num_heads,
+        head_dim=h // target.num_heads,
+        num_hidden_layers=spec.num_layers,
+        vocab_size=VOCAB,
+        max_position_embeddings=1024,
+        rms_norm_eps=1e-6,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    config = Eagle3SpeculatorConfig(
+        transformer_layer_config=layer,
+        draft_vocab_size=draft_vocab,
+        eagle_aux_hidden_state_layer_ids=(
+            list(spec.aux_layer_ids) if spec.aux_layer_ids is not None else None
+        ),
+        target_hidden_size=target.hidden_size if h != target.hidden_size else None,
+        **{name: True for name in spec.speculators_norms},
+        speculators_config=SpeculatorsConfig(
+            algorithm="eagle3",
+            proposal_methods=[GreedyTokenProposalConfig(speculative_tokens=3)],
+            default_proposal_method="greedy",
+            verifier=VerifierConfig(name_or_path=None, architectures=[target.architecture]),
+        ),
+    )
+    model = Eagle3DraftModel(config)
+    state = {k.replace("midlayer.", "layers.0."): v for k, v in tensors.items()}
+    # the vocabulary maps: d2t as the HF drafter has it, t2d marking the hot tokens
+    d2t = state.pop("d2t", torch.zeros(draft_vocab, dtype=torch.int64))
+    t2d = torch.zeros(VOCAB, dtype=torch.bool)
+    t2d[torch.arange(draft_vocab) + d2t] = True
+    # the norms the options add, all ones (the layers craft's states have RMS 1 already)
+    for name, param in model.state_dict().items():
+        if name not in state and ("input_norm" in name or "fc_norm" in name):
+            state[name] = torch.ones_like(param)
+        if name.startswith("verifier_") and name not in state:
+            state[name] = param  # the verifier's own norm / head: not saved by the library
+    if draft_vocab != VOCAB:
+        # the library registers the maps as buffers for a reduced draft vocabulary only
+        state.update({"d2t": d2t, "t2d": t2d})
+    model.load_state_dict(state, strict=True)
+    model.to(getattr(torch, spec.dtype))
+    model.save_pretrained(folder)
+    write_tokenizer(folder, VOCAB)
+    return folder
+
+
 def build_drafter(spec: DrafterSpec, target: TargetSpec, folder: Path) -> Path:
-    return _save(folder, drafter_config(spec, target), drafter_tensors(spec, target))
+    if spec.craft == "layers":
+        if spec.kind != "eagle3":
+            raise ValueError("the layers craft builds EAGLE-3 drafters only")
+        tensors = layered_drafter_tensors(spec, target)
+    else:
+        tensors = drafter_tensors(spec, target)
+    if spec.format == "speculators":
+        folder.mkdir(parents=True, exist_ok=True)
+        return save_speculators_drafter(spec, target, tensors, folder)
+    return _save(folder, drafter_config(spec, target), tensors)

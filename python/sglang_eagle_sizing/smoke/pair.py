@@ -5,8 +5,13 @@ and ``/work/shared/drafters/``). What decides sizing is kept: the ratio of the d
 to the target's, the aux layer ids (mapped into the tiny target's layers) and where they are
 declared, ``use_aux_hidden_state``, whether ``target_hidden_size`` is declared, the dtypes
 (served at ``--dtype auto``, as a user would), the number of draft layers, and the draft
-vocabulary's share of the target's. Targets: dense Llama, Qwen2 and Qwen3; any other is
-refused by name.
+vocabulary's share of the target's. Targets: dense Llama, Qwen2 and Qwen3, and the
+mixture-of-experts families ``MOE_DENSE`` names, served as their dense counterpart of the same
+width and depth (all that sizing reads; the case's description says so); any other is refused
+by name. Drafters: SGLang's Llama EAGLE-3, EAGLE and STANDALONE architectures, and the
+speculators format (``speculators_config`` in the config: ids at the top level, the layer
+under ``transformer_layer_config``), written with the ``speculators`` library as the original
+is.
 """
 
 from __future__ import annotations
@@ -18,6 +23,18 @@ from .cases import CHAIN, V1, Case
 from .models import HIDDEN, VOCAB, DrafterSpec, TargetSpec
 
 TARGETS = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+#: a mixture-of-experts target served as the dense architecture of its family: its experts
+#: change nothing sizing reads (the width, the depth, the dtype and the layers captured)
+MOE_DENSE = {
+    "Qwen3MoeForCausalLM": "Qwen3ForCausalLM",
+    "Qwen2MoeForCausalLM": "Qwen2ForCausalLM",
+    # no dense sibling: a dense Llama of the same width and depth
+    "GptOssForCausalLM": "LlamaForCausalLM",
+}
+#: an EAGLE-3 drafter architecture SGLang 0.5.11 does not have (SpecForge's experimental
+#: mixture-of-experts draft head), served as its Llama EAGLE-3 of the same width, ids and
+#: vocabulary; the case's description says so
+OTHER_EAGLE3 = "ForCausalLMEagle3"
 DRAFTERS = {
     "LlamaForCausalLMEagle3": ("EAGLE3", "eagle3"),
     "LlamaForCausalLMEagle": ("EAGLE", "eagle"),
@@ -67,18 +84,44 @@ def pair_case(folder: Path) -> Case:
     target_path, draft_path = folder / "target" / "config.json", folder / "draft" / "config.json"
     target, draft = _read(target_path), _read(draft_path)
     target_arch = (target.get("architectures") or ["<none>"])[0]
-    if target_arch not in TARGETS:
+    served_arch = MOE_DENSE.get(target_arch, target_arch)
+    if served_arch not in TARGETS:
         raise PairError(
             f"{target_path}: target architecture {target_arch} is not supported by --pair "
-            f"(dense {', '.join(TARGETS)} only)"
+            f"(dense {', '.join(TARGETS)}, and {', '.join(MOE_DENSE)} as their dense "
+            "counterparts, only)"
         )
-    draft_arch = (draft.get("architectures") or ["<none>"])[0]
-    if draft_arch not in DRAFTERS:
-        raise PairError(
-            f"{draft_path}: draft architecture {draft_arch} is not supported by --pair "
-            f"({', '.join(DRAFTERS)} only)"
-        )
-    algorithm, kind = DRAFTERS[draft_arch]
+    dense_note = (
+        f"; the {target_arch} target served as a dense {served_arch} of the same width and "
+        "depth (all that sizing reads)"
+        if served_arch != target_arch else ""
+    )
+    speculators = "speculators_config" in draft
+    if speculators:
+        # the speculators format: the drafter's layer under transformer_layer_config
+        layer = draft.get("transformer_layer_config") or {}
+        draft_arch = f"speculators {draft.get('speculators_model_type', 'eagle3')}"
+        if draft.get("speculators_model_type", "eagle3") != "eagle3" or layer.get(
+            "model_type", "llama"
+        ) != "llama":
+            raise PairError(f"{draft_path}: a speculators drafter other than a Llama EAGLE-3 "
+                            "is not supported by --pair")
+        draft = {**layer, **{k: v for k, v in draft.items() if k != "transformer_layer_config"}}
+        if draft.get("target_hidden_size") is None:
+            draft.pop("target_hidden_size", None)
+        algorithm, kind = "EAGLE3", "eagle3"
+    else:
+        draft_arch = (draft.get("architectures") or ["<none>"])[0]
+        if draft_arch not in DRAFTERS and draft_arch.endswith(OTHER_EAGLE3):
+            dense_note += (f"; the {draft_arch} drafter (not an architecture of SGLang 0.5.11) "
+                           "served as LlamaForCausalLMEagle3 of the same width, ids and vocabulary")
+            draft_arch = "LlamaForCausalLMEagle3"
+        if draft_arch not in DRAFTERS:
+            raise PairError(
+                f"{draft_path}: draft architecture {draft_arch} is not supported by --pair "
+                f"({', '.join(DRAFTERS)} and the speculators format only)"
+            )
+        algorithm, kind = DRAFTERS[draft_arch]
     for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
         if not isinstance(target.get(key), int):
             raise PairError(f"{target_path}: {key} missing or not an integer")
@@ -108,7 +151,7 @@ def pair_case(folder: Path) -> Case:
         "use_aux_hidden_state", True
     )
     target_spec = TargetSpec(
-        architecture=target_arch,
+        architecture=served_arch,
         dtype=target_dtype,
         num_layers=DEFAULT_CAPTURE_LAYERS if kind_needs_defaults else TINY_LAYERS,
     )
@@ -122,6 +165,11 @@ def pair_case(folder: Path) -> Case:
         num_layers=draft.get("num_hidden_layers", 1),
         draft_vocab_size=tiny_draft_vocab if kind == "eagle3" else None,
         declare_target_hidden_size="target_hidden_size" in draft,
+        format="speculators" if speculators else "hf",
+        speculators_norms=tuple(
+            k for k in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+            if speculators and draft.get(k)
+        ),
     )
     known = ""
     if draft_dtype != target_dtype:
@@ -135,7 +183,7 @@ def pair_case(folder: Path) -> Case:
         description=(
             f"{folder}: {target_arch} target ({target_dtype}), {draft_arch} drafter "
             f"({draft_dtype}), width ratio {ratio:g}, aux ids {ids} -> {tiny_ids}, "
-            f"draft vocab {draft_vocab} -> {tiny_draft_vocab}{served_as}"
+            f"draft vocab {draft_vocab} -> {tiny_draft_vocab}{served_as}{dense_note}"
         ),
         algorithm=algorithm,
         drafter=drafter,

@@ -244,9 +244,15 @@ def _crashed(run: Run, exc: Exception, log_tail: str) -> None:
     run.log_tail = log_tail
     # the exception the server's log ends with ("RuntimeError: ...", a bare "AssertionError"),
     # not a warning that mentions an error in passing
-    error_lines = [l for l in log_tail.splitlines() if EXCEPTION_LINE.search(l)]
+    error_lines = [l.strip() for l in log_tail.splitlines() if EXCEPTION_LINE.search(l)]
     if error_lines:
-        run.error += f": {error_lines[-1].strip()}"
+        last = error_lines[-1]
+        # Under DP attention the launcher ends with the scheduler's death; the scheduler's
+        # own exception (e.g. a weight that does not fit) comes before it in the log.
+        causes = [l for l in error_lines[:-1] if "EOFError" not in l]
+        if "scheduler died during initialization" in last and causes:
+            last = f"{causes[-1]}; then {last}"
+        run.error += f": {last}"
 
 
 def _read_sites(path: Path, server: str = "") -> list[dict]:
