@@ -580,8 +580,9 @@ that declare them compute what they were trained as.
 ## Tests
 
 `TestEagle3NormVariants`: builds `LlamaForCausalLMEagle3` on the CPU with each flag and
-checks, through the model's own forward pieces, what each one changes (and that with every
-flag off nothing does): `{CPU_TEST_COMMAND}`. The forward of each variant was also compared
+checks what each one changes in its forward (and that with every flag off nothing does);
+for the mid layer's two flags the attention's output is zeroed, as no attention backend runs
+in this CPU test: `{CPU_TEST_COMMAND}`. The forward of each variant was also compared
 with the speculators library's own `Eagle3DraftModel` on the same weights, outside this PR.
 """,
     ),
@@ -592,7 +593,7 @@ with the speculators library's own `Eagle3DraftModel` on the same weights, outsi
 ## Motivation
 
 The speculators library saves EAGLE-3 drafters with `architectures: ["Eagle3DraftModel"]`
-(`["Eagle3Speculator"]` before 0.2), the decoder layer's config nested under
+(`["Eagle3Speculator"]` in its early releases), the decoder layer's config nested under
 `transformer_layer_config`, the aux layer ids and the draft vocabulary at the top level, and
 the weights of the decoder layer under `layers.0.`. `get_config` hands the file to
 `AutoConfig`, which knows no such model type, so none of them load (#18216):
