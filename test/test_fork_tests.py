@@ -56,7 +56,8 @@ RULE_FAMILIES = (
 #: The mutants CI runs (scripts/fork_mutation_table.py runs them all): one per site kind
 #: and rule family, the paths the CPU test reaches through the real workers (the three it
 #: kills by behaviour where it once read source text among them), the false alarm and the
-#: benign refactor a textual guard would fail on.
+#: benign refactor a textual guard would fail on, and a speculators-format drafter read
+#: with the default three layers.
 #: test_ci_sample_covers_every_rule_and_site_kind keeps it covering.
 CI_SAMPLE = (
     "site EAGLEWorker.forward_draft_extend_after_decode",
@@ -74,10 +75,10 @@ CI_SAMPLE = (
     "rule refusal off: validate_eagle_draft_config (target_hidden_size)",
     "rule start-up: EagleDraftWorker.__init__ as in 0.5.11",
     "target capture: layer ids shifted by one",
-    "idle: EAGLEWorkerV2 sizes from the target worker",
     "idle: v2 draft-extend input without a pointer row",
     "padded decode: Triton zeroes the wrong rows",
     "PD buffers: prefill side takes the extend width without aux",
+    "speculators config: top-level ids dropped",
     "not a bug: a DFLASH buffer",
     "benign: the PD condition's operands swapped",
 )
