@@ -202,6 +202,19 @@ def target_config(spec: TargetSpec) -> dict:
     return config
 
 
+def _family_attention_extras(spec: TargetSpec, prefix: str) -> dict[str, torch.Tensor]:
+    """What a layer of the target's family adds to Llama's: Qwen2's q/k/v biases (zero),
+    Qwen3's q/k norms (one)."""
+    hd = spec.hidden_size // spec.num_heads
+    q_out, kv_out = spec.num_heads * hd, spec.num_kv_heads * hd
+    if spec.model_type == "qwen2":
+        sizes = (("q", q_out), ("k", kv_out), ("v", kv_out))
+        return {f"{prefix}self_attn.{n}_proj.bias": torch.zeros(size) for n, size in sizes}
+    if spec.model_type == "qwen3":
+        return {f"{prefix}self_attn.{n}_norm.weight": torch.ones(hd) for n in "qk"}
+    return {}
+
+
 def target_tensors(spec: TargetSpec) -> dict[str, torch.Tensor]:
     """Weights by HF name: ``E`` in, ``E`` shifted by one out, small random layers."""
     E = embedding_table(spec.seed, hidden=spec.hidden_size)
@@ -232,12 +245,7 @@ def target_tensors(spec: TargetSpec) -> dict[str, torch.Tensor]:
                 p + "mlp.down_proj.weight": rand(h, INTERMEDIATE),
             }
         )
-        if spec.model_type == "qwen2":
-            for name, size in (("q", q_out), ("k", kv_out), ("v", kv_out)):
-                tensors[p + f"self_attn.{name}_proj.bias"] = torch.zeros(size)
-        if spec.model_type == "qwen3":
-            tensors[p + "self_attn.q_norm.weight"] = torch.ones(hd)
-            tensors[p + "self_attn.k_norm.weight"] = torch.ones(hd)
+        tensors.update(_family_attention_extras(spec, p))
     dtype = getattr(torch, spec.dtype)
     return {k: v.to(dtype) for k, v in tensors.items()}
 
@@ -347,12 +355,7 @@ def layered_target_tensors(spec: TargetSpec) -> dict[str, torch.Tensor]:
                 **linear_mlp(p, step - torch.eye(h, dtype=torch.float64), h),
             }
         )
-        if spec.model_type == "qwen2":
-            for name, size in (("q", q_out), ("k", kv_out), ("v", kv_out)):
-                tensors[p + f"self_attn.{name}_proj.bias"] = torch.zeros(size)
-        if spec.model_type == "qwen3":
-            tensors[p + "self_attn.q_norm.weight"] = torch.ones(hd)
-            tensors[p + "self_attn.k_norm.weight"] = torch.ones(hd)
+        tensors.update(_family_attention_extras(spec, p))
     dtype = getattr(torch, spec.dtype)
     return {k: v.to(dtype) for k, v in tensors.items()}
 
