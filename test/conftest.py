@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from sglang_eagle_sizing import patch
 from sglang_eagle_sizing.cli import main as cli_main
-from sglang_eagle_sizing.sites import SITE_FILES
+from sglang_eagle_sizing.sites import GET_CONFIG_FILES, SITE_FILES
 from sglang_eagle_sizing.smoke.server import STUB_SOURCE as LIBCUDA_STUB_SOURCE
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
@@ -38,7 +38,7 @@ def read_by_commands(name: str) -> bool:
         return True
     if name.startswith("sglang/srt/speculative/") and name.endswith(".py"):
         return True
-    return name.removeprefix("sglang/srt/") in SITE_FILES
+    return name.removeprefix("sglang/srt/") in (*SITE_FILES, *GET_CONFIG_FILES)
 
 
 def config_json(folder: Path) -> dict:

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from conftest import REPO, SUPPORT, run_cli, tree_digest
-from sglang_eagle_sizing.sites import SITE_FILES
+from sglang_eagle_sizing.sites import GET_CONFIG_FILES, SITE_FILES
 from sglang_eagle_sizing.tree import TESTED_VERSIONS
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
@@ -61,7 +61,7 @@ def _apply(package: Path, version: str) -> None:
 def _unchanged_by_lint(srt: Path, release: dict[str, bytes]) -> None:
     """ruff finds nothing new in the files apply changed, line numbers aside (0.5.9-0.5.10's
     ``model_config`` local included)."""
-    changed = [f for f in SITE_FILES if (srt / f).read_bytes() != release[f]]
+    changed = [f for f in release if (srt / f).read_bytes() != release[f]]
     assert len(changed) == 15  # the files apply changes in 0.5.11 too
     after = _lint(srt, changed)
     for f in changed:
@@ -90,7 +90,8 @@ def test_each_older_release_routes_checks_lints_passes_its_fork_test_and_reverts
             with zipfile.ZipFile(cached_release_wheel(version)) as wheel:
                 wheel.extractall(root, [n for n in wheel.namelist() if n.startswith("sglang/")])
             package = root / "sglang"
-            release = {f: (package / "srt" / f).read_bytes() for f in SITE_FILES}
+            read = [*SITE_FILES, *(f for f in GET_CONFIG_FILES if (package / "srt" / f).is_file())]
+            release = {f: (package / "srt" / f).read_bytes() for f in read}
             trees[version] = (package, _digest(root))
             _apply(package, version)
             code, _, err = run_cli("check", "--no-cache", str(package))

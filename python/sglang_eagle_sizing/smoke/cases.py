@@ -334,6 +334,20 @@ CASES += (
     ),
     replace(
         FOUR_IDS,
+        name="eagle3-speculators-4ids-v2",
+        description="EAGLE-3 drafter in the speculators format (written by speculators 0.9.0's "
+        "Eagle3DraftModel.save_pretrained, norm_before_fc) with 4 layer ids at the top level "
+        "([1, 2, 3, 4]) on a 6-layer target, crafted as above; v2 (overlap) worker",
+        flags=CHAIN,
+        drafter=DrafterSpec(
+            kind="eagle3", aux_layer_ids=(1, 2, 3, 4), ids_at="top", craft="layers",
+            format="speculators", speculators_norms=("norm_before_fc",),
+        ),
+        batches=(LONG,),
+        release_error=SPECULATORS_UNREAD,
+    ),
+    replace(
+        FOUR_IDS,
         name="eagle3-speculators-default3-v1",
         description="EAGLE-3 drafter in the speculators format without layer ids (SGLang's "
         "default 3: the inputs of layers [2, 4, 5] of the 8-layer target), crafted as above; "

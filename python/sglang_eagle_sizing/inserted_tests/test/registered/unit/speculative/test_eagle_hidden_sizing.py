@@ -2104,6 +2104,15 @@ def attention_zeroed(model: LlamaForCausalLMEagle3):
     )
 
 
+def with_random_weights(model: LlamaForCausalLMEagle3) -> LlamaForCausalLMEagle3:
+    """SGLang's layers allocate their weights uninitialized: give every one a value."""
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.copy_(torch.randn(param.shape, generator=generator) * 0.05 + 0.1)
+    return model
+
+
 class TestEagle3NormVariants(CustomTestCase):
     """LlamaForCausalLMEagle3 computes the norm variants its config declares; with none
     declared it computes what it did before."""
@@ -2158,7 +2167,7 @@ class TestEagle3NormVariants(CustomTestCase):
         embeds = torch.randn((2, 256))
         positions = torch.tensor([0, 1])
         for flag in (False, True):
-            model = llama_eagle3_model(norm_before_residual=flag)
+            model = with_random_weights(llama_eagle3_model(norm_before_residual=flag))
             layer = model.model.midlayer
             with self.subTest(norm_before_residual=flag), attention_zeroed(model):
                 with one_cpu_rank():
@@ -2173,7 +2182,7 @@ class TestEagle3NormVariants(CustomTestCase):
     def test_norm_output_passes_the_normed_hidden_states_on(self):
         tokens = torch.tensor([1, 2])
         for flag in (False, True):
-            model = llama_eagle3_model(norm_output=flag)
+            model = with_random_weights(llama_eagle3_model(norm_output=flag))
             with self.subTest(norm_output=flag), attention_zeroed(model):
                 with one_cpu_rank():
                     to_logits, (to_next_step,) = model.model(tokens, tokens, self.batch)
