@@ -311,6 +311,19 @@ FOUR_IDS = Case(
     min_accept_length=ACCEPTED,
     release_error=FC_SHAPE,
 )
+SPECULATORS_4IDS = replace(
+    FOUR_IDS,
+    name="eagle3-speculators-4ids-v1",
+    description="EAGLE-3 drafter in the speculators format (written by speculators 0.9.0's "
+    "Eagle3DraftModel.save_pretrained, norm_before_fc) with 4 layer ids at the top level "
+    "([1, 2, 3, 4]) on a 6-layer target, crafted as above; v1 worker",
+    drafter=DrafterSpec(
+        kind="eagle3", aux_layer_ids=(1, 2, 3, 4), ids_at="top", craft="layers",
+        format="speculators", speculators_norms=("norm_before_fc",),
+    ),
+    batches=(LONG,),
+    release_error=SPECULATORS_UNREAD,
+)
 CASES += (
     FOUR_IDS,
     replace(
@@ -319,32 +332,12 @@ CASES += (
         description=FOUR_IDS.description.replace("v1 worker", "v2 (overlap) worker"),
         flags=CHAIN,
     ),
+    SPECULATORS_4IDS,
     replace(
-        FOUR_IDS,
-        name="eagle3-speculators-4ids-v1",
-        description="EAGLE-3 drafter in the speculators format (written by speculators 0.9.0's "
-        "Eagle3DraftModel.save_pretrained, norm_before_fc) with 4 layer ids at the top level "
-        "([1, 2, 3, 4]) on a 6-layer target, crafted as above; v1 worker",
-        drafter=DrafterSpec(
-            kind="eagle3", aux_layer_ids=(1, 2, 3, 4), ids_at="top", craft="layers",
-            format="speculators", speculators_norms=("norm_before_fc",),
-        ),
-        batches=(LONG,),
-        release_error=SPECULATORS_UNREAD,
-    ),
-    replace(
-        FOUR_IDS,
+        SPECULATORS_4IDS,
         name="eagle3-speculators-4ids-v2",
-        description="EAGLE-3 drafter in the speculators format (written by speculators 0.9.0's "
-        "Eagle3DraftModel.save_pretrained, norm_before_fc) with 4 layer ids at the top level "
-        "([1, 2, 3, 4]) on a 6-layer target, crafted as above; v2 (overlap) worker",
+        description=SPECULATORS_4IDS.description.replace("v1 worker", "v2 (overlap) worker"),
         flags=CHAIN,
-        drafter=DrafterSpec(
-            kind="eagle3", aux_layer_ids=(1, 2, 3, 4), ids_at="top", craft="layers",
-            format="speculators", speculators_norms=("norm_before_fc",),
-        ),
-        batches=(LONG,),
-        release_error=SPECULATORS_UNREAD,
     ),
     replace(
         FOUR_IDS,
