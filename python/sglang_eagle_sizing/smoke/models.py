@@ -215,6 +215,15 @@ def _family_attention_extras(spec: TargetSpec, prefix: str) -> dict[str, torch.T
     return {}
 
 
+def _shifted_head(E: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Embedding ``E``, final norm one, lm_head ``E`` shifted by one token: ``x -> x + 1``."""
+    return {
+        "model.embed_tokens.weight": E,
+        "lm_head.weight": torch.roll(E, shifts=1, dims=0),
+        "model.norm.weight": torch.ones(E.shape[1]),
+    }
+
+
 def target_tensors(spec: TargetSpec) -> dict[str, torch.Tensor]:
     """Weights by HF name: ``E`` in, ``E`` shifted by one out, small random layers."""
     E = embedding_table(spec.seed, hidden=spec.hidden_size)
@@ -225,11 +234,7 @@ def target_tensors(spec: TargetSpec) -> dict[str, torch.Tensor]:
     def rand(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=generator) * spec.perturbation / shape[-1] ** 0.5
 
-    tensors = {
-        "model.embed_tokens.weight": E,
-        "lm_head.weight": torch.roll(E, shifts=1, dims=0),
-        "model.norm.weight": torch.ones(h),
-    }
+    tensors = _shifted_head(E)
     for i in range(spec.num_layers):
         p = f"model.layers.{i}."
         tensors.update(
@@ -336,11 +341,7 @@ def layered_target_tensors(spec: TargetSpec) -> dict[str, torch.Tensor]:
     h, hd = spec.hidden_size, spec.hidden_size // spec.num_heads
     q_out, kv_out = spec.num_heads * hd, spec.num_kv_heads * hd
     E = fourier_table(h)
-    tensors = {
-        "model.embed_tokens.weight": E,
-        "lm_head.weight": torch.roll(E, shifts=1, dims=0),
-        "model.norm.weight": torch.ones(h),
-    }
+    tensors = _shifted_head(E)
     for i in range(spec.num_layers):
         p = f"model.layers.{i}."
         step = layer_rotation(i, spec) @ layer_rotation(i - 1, spec).T
