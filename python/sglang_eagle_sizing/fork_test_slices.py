@@ -72,6 +72,10 @@ TEST_CONCERNS: dict[str, str] = {
     "TestEagle3NormVariants": EAGLE3_NORM_VARIANTS,
     "TestSpeculatorsFormat": SPECULATORS_FORMAT,
     "TestHiddenSizeContract.test_eagle3_speculators_format": SPECULATORS_FORMAT,
+    "TestTargetCapture.test_speculators_layer_ids": SPECULATORS_FORMAT,
+    "TestTargetCapture.test_speculators_ids_the_target_cannot_capture_are_refused": (
+        SPECULATORS_FORMAT
+    ),
     "TestStartupValidation.test_four_aux_layers_fit_the_drafters_fc": DRAFTER_FC,
     "TestIdleInputsCarryAttentionIndices": IDLE_INPUTS,
     "TestPaddedIdleBatchOnTriton": IDLE_INPUTS,

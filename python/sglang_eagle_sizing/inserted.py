@@ -40,6 +40,11 @@ def _hf_config_path(hf_config) -> str:
     return getattr(hf_config, "name_or_path", "") or "<unknown>"
 
 
+def _config_path(model_config) -> str:
+    path = getattr(model_config, "model_path", None)
+    return path or _hf_config_path(model_config.hf_config)
+
+
 def _invalid_draft_config(
     key: str, value, expected: str, draft_path: str, target_path: Optional[str]
 ) -> ValueError:
@@ -175,12 +180,29 @@ def parse_eagle_use_aux_hidden_state(
     )
 
 
-def get_eagle_aux_hidden_state_layer_ids(draft_hf_config) -> Optional[List[int]]:
+def get_eagle_aux_hidden_state_layer_ids(
+    draft_hf_config, target_model_config=None
+) -> Optional[List[int]]:
     """The target layers the drafter names for EAGLE-3 to capture; None: the target's
-    default layers."""
-    _, layer_ids = _read_aux_layer_ids(
-        draft_hf_config, _hf_config_path(draft_hf_config), None
-    )
+    default layers. Layer ``i``'s output is captured: with ``target_model_config``,
+    an id whose output the target does not capture is refused."""
+    draft_path = _hf_config_path(draft_hf_config)
+    if target_model_config is None:
+        return _read_aux_layer_ids(draft_hf_config, draft_path, None)[1]
+    target_path = _config_path(target_model_config)
+    key, layer_ids = _read_aux_layer_ids(draft_hf_config, draft_path, target_path)
+    # Layer i's output is captured as the input of layer i + 1: the last has none.
+    num_layers = target_model_config.num_hidden_layers
+    if layer_ids is not None and max(layer_ids) > num_layers - 2:
+        raise _invalid_draft_config(
+            key,
+            layer_ids,
+            f"layer ids 0 to {num_layers - 2}, whose outputs (hidden states 1 to "
+            f"{num_layers - 1}) a target of {num_layers} layers captures; hidden "
+            f"state {max(layer_ids) + 1} is not captured",
+            draft_path,
+            target_path,
+        )
     return layer_ids
 
 
@@ -206,11 +228,6 @@ def get_eagle_draft_model_config(server_args):
 '''
 
 _VALIDATION_HEAD = '''
-def _config_path(model_config) -> str:
-    path = getattr(model_config, "model_path", None)
-    return path or _hf_config_path(model_config.hf_config)
-
-
 def validate_eagle_draft_config(
     speculative_algorithm: SpeculativeAlgorithm, draft_model_config, target_model_config
 ) -> None:
@@ -584,8 +601,9 @@ def speculators_eagle3_to_llama_config(config_dict: dict, path: str = "config.js
     """The LlamaForCausalLMEagle3 config of a speculators-format EAGLE-3 drafter.
 
     The format nests the decoder layer's config under transformer_layer_config and
-    keeps the drafter's own keys at the top level: the aux layer ids, the draft
-    vocabulary and the norm variants llama_eagle3.py reads.
+    keeps the drafter's own keys at the top level: the aux layer ids (renumbered as
+    SGLang numbers them), the draft vocabulary and the norm variants llama_eagle3.py
+    reads.
     """
     from transformers import LlamaConfig
 
@@ -625,9 +643,24 @@ def speculators_eagle3_to_llama_config(config_dict: dict, path: str = "config.js
     config.architectures = ["LlamaForCausalLMEagle3"]
     config.tie_word_embeddings = False
     config.draft_vocab_size = config_dict.get("draft_vocab_size")
-    for key in ("eagle_aux_hidden_state_layer_ids", "target_hidden_size"):
-        if config_dict.get(key) is not None:
-            setattr(config, key, config_dict[key])
+    if config_dict.get("target_hidden_size") is not None:
+        config.target_hidden_size = config_dict["target_hidden_size"]
+    layer_ids = config_dict.get("eagle_aux_hidden_state_layer_ids")
+    if layer_ids is not None:
+        # The format counts the target's hidden states as output_hidden_states does
+        # (0: the embeddings, k: the output of layer k - 1); SGLang's ids name the
+        # layer whose output is captured.
+        if not isinstance(layer_ids, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and i > 0
+            for i in layer_ids
+        ):
+            raise refuse(
+                "eagle_aux_hidden_state_layer_ids",
+                layer_ids,
+                "indices of the target's hidden states from 1 (0, the embeddings, "
+                "is not captured)",
+            )
+        config.eagle_aux_hidden_state_layer_ids = [i - 1 for i in layer_ids]
     for key in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"):
         setattr(config, key, bool(config_dict.get(key, False)))
     return config

@@ -634,9 +634,13 @@ PATH_MUTATIONS = [
         lambda t: _replace_in_function(
             t,
             "ModelRunner.__init__",
-            "get_eagle_aux_hidden_state_layer_ids(draft_model_config.hf_config)",
-            "[i + 1 for i in get_eagle_aux_hidden_state_layer_ids("
-            "draft_model_config.hf_config) or []] or None",
+            "draft_model_config.hf_config, self.model_config\n                )",
+            "draft_model_config.hf_config, self.model_config\n                ) and [\n"
+            "                    i + 1\n"
+            "                    for i in get_eagle_aux_hidden_state_layer_ids(\n"
+            "                        draft_model_config.hf_config\n"
+            "                    )\n"
+            "                ]",
         ),
     ),
     (
@@ -868,8 +872,20 @@ PATH_MUTATIONS = [
         lambda t: _replace_in_function(
             t,
             "speculators_eagle3_to_llama_config",
-            '("eagle_aux_hidden_state_layer_ids", "target_hidden_size")',
-            '("target_hidden_size",)',
+            'layer_ids = config_dict.get("eagle_aux_hidden_state_layer_ids")',
+            "layer_ids = None",
+        ),
+    ),
+    (
+        "speculators config: ids read as SGLang's",
+        "speculators_eagle3_to_llama_config keeps the format's ids, hidden-state indices, "
+        "as they are: the target captures the hidden state after each (SGLang's + 1)",
+        "utils/hf_transformers/config.py",
+        lambda t: _replace_in_function(
+            t,
+            "speculators_eagle3_to_llama_config",
+            "[i - 1 for i in layer_ids]",
+            "list(layer_ids)",
         ),
     ),
 ]

@@ -73,7 +73,9 @@ class TargetCaptureRule(Rule):
                 "# The drafter's eagle_config, read by the parser every EAGLE worker uses:\n"
                 "# what the target captures and the draft side sizes for cannot drift apart.\n"
                 f"{FLAG} = {PARSER_CALL}(self.spec_algorithm, {hf_config})\n"
-                f"{LAYER_IDS} = get_eagle_aux_hidden_state_layer_ids({hf_config})\n",
+                f"{LAYER_IDS} = get_eagle_aux_hidden_state_layer_ids(\n"
+                f"    {hf_config}, self.model_config\n"
+                ")\n",
                 column,
             )
             new[0] = new[0].with_changes(leading_lines=body[start].leading_lines)

@@ -46,6 +46,7 @@ from sglang.srt.managers.tp_worker import TpModelWorker
 from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
 from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 from sglang.srt.model_executor.model_runner import ModelRunner
+from sglang.srt.models.llama import LlamaForCausalLM
 from sglang.srt.models.llama_eagle3 import LlamaForCausalLMEagle3
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative import eagle_info_v2
@@ -1064,22 +1065,57 @@ class TestOneDtypeAtDtypeAuto(WorkerTestCase):
         self.assertEqual(draft_config.dtype, torch.float16)
 
 
+#: The target whose capture is compared with transformers': float32, small enough to
+#: build twice on a CPU.
+CAPTURE_TARGET = llama(hidden_size=64, torch_dtype="float32")
+
+
+def same_tiny_llama(config: dict):
+    """One tiny Llama as transformers builds it and as SGLang loads its weights (by its
+    own load_weights). Every o_proj is zero, so attention adds nothing: no attention
+    backend runs here."""
+    from transformers import LlamaConfig
+    from transformers import LlamaForCausalLM as HFLlamaForCausalLM
+
+    torch.manual_seed(0)
+    reference = HFLlamaForCausalLM(LlamaConfig(**config)).eval()
+    with torch.no_grad():
+        for layer in reference.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.input_layernorm.weight.uniform_(0.5, 1.5)
+            layer.post_attention_layernorm.weight.uniform_(0.5, 1.5)
+    with one_cpu_rank():
+        model = LlamaForCausalLM(LlamaConfig(**config))
+        model.load_weights(iter(reference.state_dict().items()))
+    return reference, model
+
+
 class TestTargetCapture(CustomTestCase):
     """The target ModelRunner's own ``__init__`` decides which layers the target captures
-    for an EAGLE-3 drafter; it runs here up to ``model_specific_adjustment`` (what follows
-    is device set-up), then its ``init_aux_hidden_state_capture`` tells the model."""
+    for an EAGLE-3 drafter (it runs here up to ``model_specific_adjustment``: what
+    follows is device set-up), its ``init_aux_hidden_state_capture`` tells the model, and
+    the model's forward hands the drafter those hidden states. Each is compared with
+    transformers' ``output_hidden_states`` of the same model (0: the embeddings, ``k``:
+    the output of layer ``k - 1``)."""
+
+    TOKENS = torch.tensor([3, 17, 99, 5])
 
     @classmethod
     def setUpClass(cls):
         cls.folders = ConfigFolders()
+        cls.target_path = cls.folders.write(CAPTURE_TARGET)
+        reference, cls.model = same_tiny_llama(CAPTURE_TARGET)
+        with torch.no_grad():
+            outputs = reference.model(cls.TOKENS[None], output_hidden_states=True)
+        cls.hidden_states = [h[0] for h in outputs.hidden_states]
 
     @classmethod
     def tearDownClass(cls):
         cls.folders.cleanup()
 
-    def captured(self, draft: dict):
+    def start_target_runner(self, draft: dict) -> ModelRunner:
         server_args = make_server_args(
-            self.folders.write(llama()), self.folders.write(draft), "EAGLE3"
+            self.target_path, self.folders.write(draft), "EAGLE3"
         )
         runner = ModelRunner.__new__(ModelRunner)
 
@@ -1101,25 +1137,83 @@ class TestTargetCapture(CustomTestCase):
                     nccl_port=0,
                     server_args=server_args,
                 )
-        runner.model = TargetModelStandIn()
+        return runner
+
+    def captured(self, draft: dict) -> List[Optional[int]]:
+        """Which of transformers' hidden states the target hands the drafter."""
+        runner = self.start_target_runner(draft)
+        runner.model = self.model
+        self.model.model.layers_to_capture = []
         runner.init_aux_hidden_state_capture()
-        return runner.model.captured_layer_ids
+
+        def no_attention(positions, hidden_states, forward_batch):
+            return torch.zeros_like(hidden_states)
+
+        with contextlib.ExitStack() as stack, torch.no_grad():
+            for layer in self.model.model.layers:
+                stack.enter_context(
+                    mock.patch.object(layer.self_attn, "forward", no_attention)
+                )
+            stack.enter_context(one_cpu_rank())
+            outputs = self.model.model(
+                self.TOKENS, torch.arange(len(self.TOKENS)), SimpleNamespace()
+            )
+        aux_hidden_states = outputs[1] if isinstance(outputs, tuple) else []
+        return [
+            next(
+                (
+                    k
+                    for k, reference in enumerate(self.hidden_states)
+                    if torch.allclose(aux, reference, atol=1e-5)
+                ),
+                None,
+            )
+            for aux in aux_hidden_states
+        ]
 
     def test_the_drafters_layer_ids(self):
-        draft = eagle3(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 3, 5]})
-        self.assertEqual(self.captured(draft), [1, 3, 5])
+        """SGLang's ids name the layer whose output the drafter reads."""
+        draft = eagle3(eagle_config={"eagle_aux_hidden_state_layer_ids": [0, 3, 6]})
+        self.assertEqual(self.captured(draft), [1, 4, 7])
 
     def test_top_level_layer_ids(self):
-        self.assertEqual(
-            self.captured(eagle3(eagle_aux_hidden_state_layer_ids=[0, 4, 6])), [0, 4, 6]
-        )
+        draft = eagle3(eagle_aux_hidden_state_layer_ids=[1, 4, 5])
+        self.assertEqual(self.captured(draft), [2, 5, 6])
 
     def test_default_layers_without_eagle_config(self):
-        """None: the target model captures its default layers."""
-        self.assertIsNone(self.captured(eagle3()))
+        """The inputs of layers [2, L // 2, L - 3]."""
+        self.assertEqual(self.captured(eagle3()), [2, 4, 5])
 
     def test_nothing_when_aux_is_off(self):
-        self.assertEqual(self.captured(NO_AUX_EAGLE3), "not set")
+        self.assertEqual(self.captured(NO_AUX_EAGLE3), [])
+
+    def test_ids_the_target_cannot_capture_are_refused(self):
+        """Layer 7 of 8 has no layer after it to capture its output as an input."""
+        draft = eagle3(eagle_aux_hidden_state_layer_ids=[1, 4, 7])
+        with self.assertRaises(ValueError) as raised:
+            self.start_target_runner(draft)
+        message = str(raised.exception)
+        self.assertIn("eagle_aux_hidden_state_layer_ids=[1, 4, 7]", message)
+        self.assertIn("a target of 8 layers", message)
+
+    def test_speculators_layer_ids(self):
+        """The speculators library's ids index the target's hidden states as transformers
+        does: the last layer's input is hidden state L - 1."""
+        for layer_ids in ([1, 3, 5], [2, 5, 7]):
+            with self.subTest(layer_ids=layer_ids):
+                draft = speculators_eagle3(layer_ids)
+                self.assertEqual(self.captured(draft), layer_ids)
+
+    def test_speculators_ids_the_target_cannot_capture_are_refused(self):
+        """Hidden state 0 is the embeddings, hidden state L the final one: a target's
+        forward captures neither."""
+        for layer_ids, key in (
+            ([0, 4, 7], "eagle_aux_hidden_state_layer_ids=[0, 4, 7]"),
+            ([1, 4, 8], "hidden state 8 is not captured"),
+        ):
+            with self.subTest(layer_ids=layer_ids), self.assertRaises(ValueError) as raised:
+                self.start_target_runner(speculators_eagle3(layer_ids))
+            self.assertIn(key, str(raised.exception))
 
 
 class QueuesReached(Exception):
@@ -1981,7 +2075,14 @@ class ServerArgsUnset:
 def one_cpu_rank():
     """One tensor- and pipeline-parallel rank without a process group, and RoPE's CPU
     path: what building a model's layers on a CPU needs. Restores what it sets."""
-    one_rank = SimpleNamespace(world_size=1, rank_in_group=0, rank=0, local_rank=0)
+    one_rank = SimpleNamespace(
+        world_size=1,
+        rank_in_group=0,
+        rank=0,
+        local_rank=0,
+        is_first_rank=True,
+        is_last_rank=True,
+    )
     with contextlib.ExitStack() as stack:
         for target, name, value in (
             (parallel_state, "_TP", one_rank),
