@@ -341,7 +341,7 @@ def test_pair_with_an_unsupported_target_is_refused_by_name(pair, architecture):
 
 def test_pair_keeps_what_decides_sizing():
     from conftest import DATA
-    from sglang_eagle_sizing.smoke.pair import map_layer_id, pair_case
+    from sglang_eagle_sizing.smoke.pair import pair_case
 
     case = pair_case(DATA / "llama3.1-8b-instruct__specforge-llama3-8b-eagle3")
     assert case.algorithm == "EAGLE3" and case.dtype == "auto"
@@ -355,8 +355,27 @@ def test_pair_keeps_what_decides_sizing():
     assert qwen.target.architecture == "Qwen3ForCausalLM"
     # no declared ids: a target deep enough for three distinct default layers [2, 4, 5]
     assert qwen.target.num_layers == 8
-    # ids of a 48-layer target land on the tiny target's capturable layers 0..2, in order
-    assert [map_layer_id(i, 48) for i in (1, 23, 44)] == [0, 1, 2]
+    moe = pair_case(DATA / "qwen3-30b-a3b__specforge-moe-draft-eagle3")
+    # SGLang's ids [1, 23, 44] of a 48-layer target (hidden states 2, 24, 45) land on the
+    # 4-layer tiny target's capturable hidden states 1..3, in order
+    assert (moe.target.num_layers, moe.drafter.aux_layer_ids) == (4, (0, 1, 2))
+    speculators = pair_case(DATA / "llama3.1-8b-instruct__speculators-eagle3-4-aux-ids")
+    # the speculators library's ids are the hidden states themselves: 4 of them need 5 layers
+    assert (speculators.target.num_layers, speculators.drafter.aux_layer_ids) == (5, (1, 2, 3, 4))
+
+
+def test_pair_keeps_what_hidden_state_ids_mean():
+    from sglang_eagle_sizing.smoke.pair import map_hidden_states
+
+    # four hidden states near the end of a deep target stay distinct, the last layer's
+    # input (47 of 48 layers) stays the tiny target's last layer's input
+    layers, states = map_hidden_states([44, 45, 46, 47], 48)
+    assert len(set(states)) == 4 and states == sorted(states)
+    assert states[-1] == layers - 1
+    # the first layer's output stays the first; the final hidden state (48), which no
+    # target captures, stays the final one, and so does the embeddings (0)
+    assert map_hidden_states([1, 24, 48], 48) == (4, [1, 2, 4])
+    assert map_hidden_states([0, 2], 32)[1][0] == 0
 
 
 def test_pair_serves_a_moe_target_as_its_dense_counterpart_and_says_so():
@@ -382,30 +401,39 @@ def test_pair_shrinks_a_speculators_drafter_in_its_own_format():
     assert "GptOssForCausalLM target served as a dense LlamaForCausalLM" in case.description
 
 
-def test_layers_craft_drafts_only_from_the_layers_it_names(tmp_path):
+@pytest.mark.parametrize(
+    "drafter_format, layer_ids, first_state",
+    # what each format's owner says an id means, as an index into transformers'
+    # output_hidden_states: SGLang's id i is layer i's output, hidden state i + 1; the
+    # speculators library's id is the index itself (the last layer's input included)
+    [("hf", (0, 1, 2, 3), 1), ("speculators", (2, 3, 4, 5), 0)],
+)
+def test_layers_craft_drafts_only_from_the_layers_it_names(
+    tmp_path, drafter_format, layer_ids, first_state
+):
     """The layers craft, worked through without a server: from the target's own hidden states
     (transformers), the drafter's fc and mid layer guess the next 3 tokens right from the
-    declared layers and wrong from the next ones."""
+    hidden states its ids mean and wrong from the next ones."""
     import torch
-    from safetensors.torch import load_file
     from sglang_eagle_sizing.smoke import models
     from transformers import AutoModelForCausalLM
 
     target = models.TargetSpec(num_layers=6, craft="layers")
-    drafter = models.DrafterSpec(aux_layer_ids=(0, 1, 2, 3), hidden_size=32, craft="layers")
+    drafter = models.DrafterSpec(
+        aux_layer_ids=layer_ids, hidden_size=32, craft="layers", format=drafter_format
+    )
     models.build_target(target, tmp_path / "t")
-    models.build_drafter(drafter, target, tmp_path / "d")
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "t", dtype=torch.float32)
     ids = torch.tensor([[5, 77, 200, 301, 9, 40, 41, 42, 43]])
-    states = model(ids, output_hidden_states=True).hidden_states  # [i]: input of layer i
+    states = model(ids, output_hidden_states=True).hidden_states
     assert model(ids).logits[0].argmax(-1).tolist() == [(x + 1) % 512 for x in ids[0].tolist()]
-    w = load_file(str(tmp_path / "d" / "model.safetensors"))
+    w = {k: v.float() for k, v in models.layered_drafter_tensors(drafter, target).items()}
 
     def norm(x):
         return x / (x.pow(2).mean(-1, keepdim=True) + 1e-6).sqrt()
 
     def drafts(shift):
-        aux = torch.cat([states[i + 1 + shift][0, -1] for i in (0, 1, 2, 3)])
+        aux = torch.cat([states[i + first_state + shift][0, -1] for i in layer_ids])
         h, out = aux @ w["fc.weight"].T, []
         for _ in range(3):
             n = norm(h)
@@ -416,7 +444,9 @@ def test_layers_craft_drafts_only_from_the_layers_it_names(tmp_path):
         return out
 
     assert drafts(0) == [45, 46, 47]  # at the token 43, given 44: 45, 46, 47
-    assert not set(drafts(1)) & {45, 46, 47}
+    for shift in (-1, 1):
+        if all(1 <= i + first_state + shift <= 5 for i in layer_ids):
+            assert not set(drafts(shift)) & {45, 46, 47}
 
 
 def test_a_known_failure_is_expected_only_with_its_own_error():

@@ -340,6 +340,17 @@ CASES += (
         flags=CHAIN,
     ),
     replace(
+        SPECULATORS_4IDS,
+        name="eagle3-speculators-last-layer-v1",
+        description="EAGLE-3 drafter in the speculators format whose ids ([1, 3, 5]) include "
+        "the 6-layer target's last layer (hidden state 5: its input, as the speculators "
+        "library counts), crafted as above; v1 worker",
+        drafter=DrafterSpec(
+            kind="eagle3", aux_layer_ids=(1, 3, 5), ids_at="top", craft="layers",
+            format="speculators",
+        ),
+    ),
+    replace(
         FOUR_IDS,
         name="eagle3-speculators-default3-v1",
         description="EAGLE-3 drafter in the speculators format without layer ids (SGLang's "

@@ -538,23 +538,33 @@ def drafter_tensors(spec: DrafterSpec, target: TargetSpec) -> dict[str, torch.Te
 CHUNK_NOISE = 1.0
 
 
-def captured_layers(spec: DrafterSpec, target: TargetSpec) -> list[int]:
-    """The target layers whose outputs SGLang hands the drafter, in its order: each declared
-    id ``i`` is the input of layer ``i + 1`` (``llama.py`` ``set_eagle3_layers_to_capture``),
-    else the inputs of layers ``[2, L // 2, L - 3]``; in layer order, each once."""
+def hidden_state_of(layer_id: int, drafter_format: str) -> int:
+    """What a drafter's layer id means, by its format's owner, as an index into transformers'
+    ``output_hidden_states`` (0: the embeddings, ``k``: the output of layer ``k - 1``): the
+    speculators library counts ids so (``models/utils.py``, ``resolve_target_layer_ids``);
+    SGLang, which SpecForge trains with, names the layer whose output is read."""
+    return layer_id if drafter_format == "speculators" else layer_id + 1
+
+
+def layer_id_of(hidden_state: int, drafter_format: str) -> int:
+    """The id a drafter of this format declares for that hidden state."""
+    return hidden_state if drafter_format == "speculators" else hidden_state - 1
+
+
+def captured_hidden_states(spec: DrafterSpec, target: TargetSpec) -> list[int]:
+    """The target's hidden states the drafter was trained on (``hidden_state_of``), in layer
+    order; without ids, the inputs of layers ``[2, L // 2, L - 3]`` (both formats)."""
     L = target.num_layers
-    if spec.aux_layer_ids is not None:
-        layers = sorted(set(spec.aux_layer_ids))
+    if spec.aux_layer_ids is None:
+        states = [2, L // 2, L - 3]
     else:
-        layers = sorted({c - 1 for c in (2, L // 2, L - 3)})
-    if len(layers) != len(spec.aux_layer_ids or (0, 0, 0)) or not all(
-        0 <= i <= L - 2 for i in layers
-    ):
+        states = [hidden_state_of(i, spec.format) for i in spec.aux_layer_ids]
+    if len(set(states)) != len(states) or not all(1 <= k <= L - 1 for k in states):
         raise ValueError(
-            f"the layers craft needs distinct layer ids in 0..{L - 2} (the {L}-layer target "
-            f"captures them all): {spec.aux_layer_ids} gives {layers}"
+            f"the layers craft needs distinct hidden states in 1..{L - 1} (the outputs of "
+            f"the {L}-layer target's layers but its last): {spec.aux_layer_ids} gives {states}"
         )
-    return layers
+    return sorted(states)
 
 
 def layered_drafter_tensors(spec: DrafterSpec, target: TargetSpec) -> dict[str, torch.Tensor]:
@@ -563,8 +573,8 @@ def layered_drafter_tensors(spec: DrafterSpec, target: TargetSpec) -> dict[str, 
     if target.craft != "layers":
         raise ValueError("a layers-craft drafter drafts from a layers-craft target only")
     h, th = spec.hidden_size or target.hidden_size, target.hidden_size
-    layers = captured_layers(spec, target)
-    n = len(layers)
+    states = captured_hidden_states(spec, target)
+    n = len(states)
     F = fourier_table(h)
     # P: the target's Fourier coordinates the drafter keeps, rescaled to its RMS 1
     P = torch.zeros(h, th, dtype=torch.float64)
@@ -576,11 +586,12 @@ def layered_drafter_tensors(spec: DrafterSpec, target: TargetSpec) -> dict[str, 
     generator = torch.Generator().manual_seed(1000 * target.seed + 7)
     Z = [torch.randn(h, th, generator=generator, dtype=torch.float64) / th**0.5 for _ in range(n)]
     blocks = []
-    for j, layer in enumerate(layers):
+    for j, k in enumerate(states):
         B = S @ P / n
         if n > 1:
             B = B + CHUNK_NOISE * (Z[j] - Z[j - 1])
-        blocks.append(B @ layer_rotation(layer, target).T)
+        # hidden state k is the output of layer k - 1
+        blocks.append(B @ layer_rotation(k - 1, target).T)
     fc = torch.cat(blocks, dim=1)
     draft_vocab = spec.draft_vocab_size or VOCAB
     heads = target.num_heads

@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 from .cases import CHAIN, V1, Case
-from .models import HIDDEN, VOCAB, DrafterSpec, TargetSpec
+from .models import HIDDEN, VOCAB, DrafterSpec, TargetSpec, hidden_state_of, layer_id_of
 
 TARGETS = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
 #: a mixture-of-experts target served as the dense architecture of its family: its experts
@@ -70,13 +70,24 @@ def _tiny_width(width: int) -> int:
     return max(16, int(round(width / 8)) * 8)
 
 
-def map_layer_id(layer_id: int, num_layers: int) -> int:
-    """A target layer index of ``num_layers`` mapped into the tiny target, where SGLang
-    captures ids 0 .. TINY_LAYERS - 2 (it reads the input of layer id + 1)."""
-    top = TINY_LAYERS - 2
-    if num_layers <= 2:
-        return min(layer_id, top)
-    return min(top, round(layer_id * top / (num_layers - 2)))
+def map_hidden_states(states: list[int], num_layers: int) -> tuple[int, list[int]]:
+    """The tiny target's depth and where the hidden states of a ``num_layers`` target land
+    in it (indices into ``output_hidden_states``: 0 the embeddings, ``L`` the final one).
+    Those a target captures, 1 .. L - 1, keep their order and stay distinct (the tiny
+    target is deepened where needed), the first layer's output stays the first and the last
+    layer's input the last; 0 and ``L``, which no target captures, stay what they are."""
+    inner = sorted({k for k in states if 1 <= k <= num_layers - 1})
+    tiny = max(TINY_LAYERS, len(inner) + 1)
+    placed: dict[int, int] = {}
+    below = 0
+    for k in inner:  # in proportion, each past the one before
+        share = (k - 1) / (num_layers - 2) if num_layers > 2 else 0
+        placed[k] = below = max(1 + round(share * (tiny - 2)), below + 1)
+    top = tiny - 1
+    for k in reversed(inner):  # and back within the tiny target's last layer
+        placed[k] = top = min(placed[k], top)
+        top -= 1
+    return tiny, [placed.get(k, 0 if k <= 0 else tiny) for k in states]
 
 
 def pair_case(folder: Path) -> Case:
@@ -130,9 +141,13 @@ def pair_case(folder: Path) -> Case:
     nested_ids = eagle_config.get("eagle_aux_hidden_state_layer_ids")
     top_ids = draft.get("eagle_aux_hidden_state_layer_ids")
     ids = nested_ids if nested_ids is not None else top_ids
-    tiny_ids = (
-        tuple(map_layer_id(i, target["num_hidden_layers"]) for i in ids) if ids else None
-    )
+    drafter_format = "speculators" if speculators else "hf"
+    tiny_layers, tiny_ids = TINY_LAYERS, None
+    if ids:
+        tiny_layers, states = map_hidden_states(
+            [hidden_state_of(i, drafter_format) for i in ids], target["num_hidden_layers"]
+        )
+        tiny_ids = tuple(layer_id_of(k, drafter_format) for k in states)
     draft_vocab = draft.get("draft_vocab_size")
     tiny_draft_vocab = (
         max(16, round(VOCAB * draft_vocab / target["vocab_size"])) if draft_vocab else None
@@ -153,7 +168,7 @@ def pair_case(folder: Path) -> Case:
     target_spec = TargetSpec(
         architecture=served_arch,
         dtype=target_dtype,
-        num_layers=DEFAULT_CAPTURE_LAYERS if kind_needs_defaults else TINY_LAYERS,
+        num_layers=DEFAULT_CAPTURE_LAYERS if kind_needs_defaults else tiny_layers,
     )
     drafter = DrafterSpec(
         kind=kind,
@@ -165,7 +180,7 @@ def pair_case(folder: Path) -> Case:
         num_layers=draft.get("num_hidden_layers", 1),
         draft_vocab_size=tiny_draft_vocab if kind == "eagle3" else None,
         declare_target_hidden_size="target_hidden_size" in draft,
-        format="speculators" if speculators else "hf",
+        format=drafter_format,
         speculators_norms=tuple(
             k for k in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
             if speculators and draft.get(k)
