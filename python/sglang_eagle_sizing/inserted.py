@@ -90,7 +90,11 @@ def _read_use_aux_hidden_state(
     use_aux_hidden_state = _get_eagle_config_value(
         eagle_config, "use_aux_hidden_state", True
     )
-    if not isinstance(use_aux_hidden_state, bool):
+    # Read as before: null, 0 and 1 by their truth value. Any other value (e.g. the
+    # string "false", which is true) is refused rather than guessed.
+    if use_aux_hidden_state is None:
+        return False
+    if not isinstance(use_aux_hidden_state, int) or use_aux_hidden_state not in (0, 1):
         raise _invalid_draft_config(
             "eagle_config.use_aux_hidden_state",
             use_aux_hidden_state,
@@ -98,7 +102,7 @@ def _read_use_aux_hidden_state(
             draft_path,
             target_path,
         )
-    return use_aux_hidden_state
+    return bool(use_aux_hidden_state)
 
 
 def _read_aux_layer_ids(

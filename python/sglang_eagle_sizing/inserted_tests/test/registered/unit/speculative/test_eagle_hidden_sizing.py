@@ -1423,6 +1423,9 @@ class TestEagleConfigParser(CustomTestCase):
             ("empty eagle_config", {"eagle_config": {}}, True),
             ("flag true", {"eagle_config": {"use_aux_hidden_state": True}}, True),
             ("flag false", {"eagle_config": {"use_aux_hidden_state": False}}, False),
+            ("flag 1", {"eagle_config": {"use_aux_hidden_state": 1}}, True),
+            ("flag 0", {"eagle_config": {"use_aux_hidden_state": 0}}, False),
+            ("flag null", {"eagle_config": {"use_aux_hidden_state": None}}, False),
             (
                 "layer ids only",
                 {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}},
@@ -1475,13 +1478,13 @@ class TestEagleConfigParser(CustomTestCase):
             ),
             (
                 "eagle_config.use_aux_hidden_state",
-                1,
-                {"eagle_config": {"use_aux_hidden_state": 1}},
+                "false",
+                {"eagle_config": {"use_aux_hidden_state": "false"}},
             ),
             (
                 "eagle_config.use_aux_hidden_state",
-                None,
-                {"eagle_config": {"use_aux_hidden_state": None}},
+                2,
+                {"eagle_config": {"use_aux_hidden_state": 2}},
             ),
         ]
         for key, value, changes in cases:
