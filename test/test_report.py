@@ -104,3 +104,31 @@ def test_report_reads_a_speculators_drafter_and_shows_its_fc(capsys):
     assert [row[0] for row in fc] == ["v1", "v1", "v2", "v2"]  # v1, v1 multi-layer, v2, v2 multi-layer
     # width and dtype follow the site; the drafter is built in the target's float16
     assert {tuple(row[row.index("(fc)") + 1 :][:2]) for row in fc} == {("8640", "float16")}
+
+
+def test_report_says_which_hidden_states_each_drafter_is_handed(capsys):
+    """``captured_hidden_states``: indices into transformers' output_hidden_states (0: the
+    embeddings), in that one convention whatever the drafter's: SGLang's ids name the layer
+    whose output is read (hidden state id + 1), the speculators library's are the indices
+    themselves, and without ids SGLang's default, the inputs of layers [2, L // 2, L - 3]."""
+    data = Path(__file__).parent / "data"
+    for name, captured in (
+        ("qwen3-30b-a3b__specforge-moe-draft-eagle3", [2, 24, 45]),
+        ("qwen3-30b-a3b__specforge-moe-draft-eagle3-toplevel-ids", [2, 24, 45]),
+        ("llama3.1-8b-instruct__speculators-eagle3-4-aux-ids", [2, 10, 18, 29]),
+        ("llama3.1-8b-instruct__specforge-llama3-8b-eagle3", [2, 16, 29]),
+    ):
+        pair = data / name
+        assert main(["report", "--json", str(pair / "draft"), str(pair / "target")]) == 0
+        assert json.loads(capsys.readouterr().out)["captured_hidden_states"] == captured, name
+    pair = data / "llama-2-70b-chat__sglang-eagle1"
+    assert main(["report", "--json", str(pair / "draft"), str(pair / "target")]) == 0
+    assert json.loads(capsys.readouterr().out)["captured_hidden_states"] is None
+
+
+def test_report_refuses_ids_the_target_cannot_capture(capsys):
+    pair = Path(__file__).parent / "data" / "gemma-3-27b-it__specforge-eagle3"
+    assert main(["report", str(pair / "draft"), str(pair / "target")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: Invalid eagle_config.eagle_aux_hidden_state_layer_ids=[1, 29, 61]")
+    assert "a target of 62 layers" in err

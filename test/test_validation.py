@@ -211,11 +211,16 @@ PAIRS = sorted(p.name for p in DATA.iterdir() if (p / "draft").is_dir())
 def test_every_real_drafter_parses_to_the_ids_and_count_its_config_declares(
     eagle_info, patched_root, name
 ):
-    """Speculators-format drafters included: the patched tree reads the format itself."""
+    """Speculators-format drafters included: the patched tree reads the format itself, whose
+    ids the speculators library counts as indices into output_hidden_states (SGLang's id of
+    the layer whose output is hidden state k is k - 1)."""
     config = config_json(DATA / name / "draft")
     pair = load_pair(DATA / name / "draft", DATA / name / "target", patched_root / "sglang" / "srt")
     declared = (config.get("eagle_config") or {}).get(IDS) or config.get(IDS)
-    assert eagle_info.get_eagle_aux_hidden_state_layer_ids(pair.draft.hf_config) == declared
+    sglang_ids = declared
+    if declared and "speculators_config" in config:
+        sglang_ids = [k - 1 for k in declared]
+    assert eagle_info.get_eagle_aux_hidden_state_layer_ids(pair.draft.hf_config) == sglang_ids
     assert eagle_info.get_eagle_num_aux_hidden_states(pair.draft.hf_config) == len(declared or [0, 0, 0])
 
 
@@ -260,3 +265,22 @@ def test_every_worker_reads_and_validates_before_it_builds_the_draft_model(patch
         ]
         assert order == sorted(order), class_name
         assert source.count("self.eagle_use_aux_hidden_state =") == 1, class_name
+
+
+def test_ids_the_target_cannot_capture_are_refused_naming_the_key_and_its_layers(
+    eagle_info, patched_root
+):
+    """gemma-3-27b's SpecForge drafter names layer 61 of its 62-layer target: no layer reads
+    its output, so no SGLang target captures it; the target refuses it before its weights
+    load. Every other shared pair's ids are captured."""
+    srt = patched_root / "sglang" / "srt"
+    for name in PAIRS:
+        pair = load_pair(DATA / name / "draft", DATA / name / "target", srt)
+        if name != "gemma-3-27b-it__specforge-eagle3":
+            eagle_info.get_eagle_aux_hidden_state_layer_ids(pair.draft.hf_config, pair.target)
+            continue
+        with pytest.raises(ValueError) as raised:
+            eagle_info.get_eagle_aux_hidden_state_layer_ids(pair.draft.hf_config, pair.target)
+        message = str(raised.value)
+        assert "eagle_config.eagle_aux_hidden_state_layer_ids=[1, 29, 61]" in message
+        assert "a target of 62 layers captures; hidden state 62 is not captured" in message

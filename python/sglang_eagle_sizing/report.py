@@ -176,6 +176,12 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
         speculative_algorithm, pair.draft.hf_config
     )
     num_aux = patched_info.get_eagle_num_aux_hidden_states(pair.draft.hf_config)
+    captured = None
+    if speculative_algorithm.is_eagle3() and use_aux:
+        layer_ids = patched_info.get_eagle_aux_hidden_state_layer_ids(
+            pair.draft.hf_config, pair.target
+        )
+        captured = captured_hidden_states(layer_ids, pair.target.num_hidden_layers)
     built = built_pair(pair, algorithm, patched_info)
     now = evaluate_tree(trees.patched, built, algorithm, settings, use_aux, num_aux)
     before = evaluate_tree(trees.pristine, pair, algorithm, settings, use_aux, num_aux)
@@ -222,6 +228,8 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
         "target": _describe(pair.target, pair.target_path),
         "eagle_use_aux_hidden_state": use_aux,
         "eagle_num_aux_hidden_states": num_aux,
+        # indices into transformers' output_hidden_states (0: the embeddings)
+        "captured_hidden_states": captured,
         # the dtype the patched draft TpModelWorker builds the draft model in (--dtype auto)
         "draft_built_dtype": str(built.draft.dtype),
         "settings": {
@@ -236,6 +244,17 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
         "sites": rows,
         "pd_disagreements": pd_disagreements(rows),
     }
+
+
+def captured_hidden_states(layer_ids: list[int] | None, num_layers: int) -> list[int]:
+    """The target's hidden states an EAGLE-3 drafter is handed, as indices into
+    transformers' ``output_hidden_states`` (0: the embeddings, ``k``: the output of layer
+    ``k - 1``). SGLang's targets capture the output of each layer id the drafter config
+    gives (``set_eagle3_layers_to_capture``: the input of layer ``id + 1``), else the
+    inputs of layers ``[2, L // 2, L - 3]``."""
+    if layer_ids is None:
+        return [2, num_layers // 2, num_layers - 3]
+    return [i + 1 for i in layer_ids]
 
 
 def built_pair(pair, algorithm: str, patched_info):
@@ -325,6 +344,11 @@ def render(report: dict) -> str:
         f"  settings: {report['settings']['described']}",
         f"  0.5.11 values from {report['pristine_source']}",
     ]
+    if report.get("captured_hidden_states") is not None:
+        lines.append(
+            f"  target captures hidden states {report['captured_hidden_states']} "
+            "(indices into transformers' output_hidden_states, 0: the embeddings)"
+        )
     for note in report["adaptations"]:
         lines.append(f"  adapted: {note}")
     marked = 0
