@@ -124,10 +124,14 @@ runners replaced): `{CPU_TEST_COMMAND}`.
 `ModelRunner.__init__` decides which target layers EAGLE-3 captures with a third parse of
 the drafter's config, in a `try`/`except` that swallows every error: ids declared at the top
 level of the drafter's config (`eagle_aux_hidden_state_layer_ids`, as some EAGLE-3 exports
-do) are ignored and the target captures its default layers `[2, L // 2, L - 3]`. The width
-is the same, so nothing fails: the drafter is fed other layers than it was trained on, and
-acceptance drops silently. For example, a Qwen3-30B-A3B drafter declaring `[1, 23, 44]` at
-the top level gets layers `[2, 24, 45]`.
+do) are ignored and the target captures its default layers (the inputs of layers
+`[2, L // 2, L - 3]`). Where the declared ids are not `[1, L // 2 - 1, L - 4]` the drafter is
+fed other layers than it was trained on, with the same width, so nothing fails and
+acceptance drops silently. For example, Kimi-K2's EAGLE-3 drafter names `[2, 30, 58]`
+(the outputs of those layers of the 61-layer target); declared at the top level, 0.5.11
+feeds it the outputs of layers 1, 29 and 57 instead, each one layer early. A drafter that
+names four layers there fails at its first request instead (its `fc` takes four layers, the
+target captures three).
 
 ## Modifications
 
