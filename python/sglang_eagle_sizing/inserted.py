@@ -510,10 +510,36 @@ class LlamaModel:
 
 # -- the EAGLE-3 drafter's norm variants (models/llama_eagle3.py) ----------------------
 
+#: Before the first class of ``models/llama_eagle3.py``: where a drafter declares a norm
+#: variant (the top level of its config, or its ``eagle_config``).
+NORM_FLAG_FUNCTION = '''
+def get_eagle3_norm_flag(config: LlamaConfig, key: str) -> bool:
+    """Whether the draft model config turns on the norm variant ``key``.
+
+    Drafters set it at the top level of their config or in their ``eagle_config``
+    (NVIDIA's EAGLE-3 drafters keep ``norm_before_fc`` there). When both are set they
+    must agree.
+    """
+    value = getattr(config, key, None)
+    eagle_config = getattr(config, "eagle_config", None) or {}
+    if isinstance(eagle_config, dict):
+        nested_value = eagle_config.get(key)
+    else:
+        nested_value = getattr(eagle_config, key, None)
+    if value is None:
+        return bool(nested_value)
+    if nested_value is not None and bool(nested_value) != bool(value):
+        raise ValueError(
+            f"The draft model config sets {key}={value!r} and "
+            f"eagle_config.{key}={nested_value!r}: set it in one place."
+        )
+    return bool(value)
+'''
+
 #: After ``self.hidden_norm = RMSNorm(...)`` in the mid layer's ``__init__``.
 NORM_BEFORE_RESIDUAL_FLAG = """
 # Whether the residual is the normed hidden states (norm_before_residual).
-self.norm_before_residual = getattr(config, "norm_before_residual", False)
+self.norm_before_residual = get_eagle3_norm_flag(config, "norm_before_residual")
 """
 
 #: After ``hidden_states = self.hidden_norm(hidden_states)`` in the mid layer's ``forward``.
@@ -526,8 +552,8 @@ if self.norm_before_residual:
 FC_NORMS = """
 # Some drafters normalize the target's hidden states before fc: over their
 # concatenation (norm_before_fc) or per aux layer (fc_norm).
-norm_before_fc = getattr(config, "norm_before_fc", False)
-fc_norm = getattr(config, "fc_norm", False)
+norm_before_fc = get_eagle3_norm_flag(config, "norm_before_fc")
+fc_norm = get_eagle3_norm_flag(config, "fc_norm")
 if norm_before_fc and fc_norm:
     raise ValueError(
         "The draft model config sets both norm_before_fc and fc_norm: "
@@ -543,7 +569,7 @@ if fc_norm:
         for _ in range(self.fc.in_features // self.hidden_size_in)
     )
 # Whether the next draft step reads the normed hidden states (norm_output).
-self.norm_output = getattr(config, "norm_output", False)
+self.norm_output = get_eagle3_norm_flag(config, "norm_output")
 """
 
 #: After ``hidden_states_to_logits, hidden_states_to_aux = self.norm(...)`` in

@@ -558,10 +558,12 @@ judge.
         f"""\
 ## Motivation
 
-EAGLE-3 drafters trained with the speculators library can declare four variants of the
-draft model at the top level of their config, and `LlamaForCausalLMEagle3` reads none of
+EAGLE-3 drafters can declare four variants of the draft model, at the top level of their
+config (the speculators library) or in `eagle_config` (NVIDIA's GPT-OSS EAGLE-3 drafters keep
+`norm_before_fc` there; vLLM reads both places since
+https://github.com/vllm-project/vllm/pull/42143). `LlamaForCausalLMEagle3` reads none of
 them, so it computes another function than the one the drafter was trained as (on real
-weights: a collapsed acceptance, and no error):
+weights: a lower acceptance, and no error):
 
 - `norm_before_residual`: the mid layer's residual is the normed hidden states;
 - `norm_before_fc`: one RMSNorm over the concatenated aux hidden states before `fc`;
@@ -570,7 +572,9 @@ weights: a collapsed acceptance, and no error):
 
 ## Modifications
 
-`models/llama_eagle3.py`: the mid layer reads `norm_before_residual`; `LlamaModel` builds
+`models/llama_eagle3.py`: `get_eagle3_norm_flag(config, key)` reads a flag at the top level
+of the config or in `eagle_config` (a flag set in both places with different values is
+refused, naming the key); the mid layer reads `norm_before_residual`; `LlamaModel` builds
 `input_norm` (`norm_before_fc`) or `fc_norm` (`fc_norm`) with their weight names, applies
 them in `apply_fc` wherever `fc` was applied, and with `norm_output` returns the normed
 hidden states for the next step. A config that sets both `norm_before_fc` and `fc_norm` is
@@ -584,10 +588,17 @@ that declare them compute what they were trained as.
 ## Tests
 
 `TestEagle3NormVariants`: builds `LlamaForCausalLMEagle3` on the CPU with each flag and
-checks what each one changes in its forward (and that with every flag off nothing does);
-for the mid layer's two flags the attention's output is zeroed, as no attention backend runs
-in this CPU test: `{CPU_TEST_COMMAND}`. The forward of each variant was also compared
-with the speculators library's own `Eagle3DraftModel` on the same weights, outside this PR.
+checks what each one changes in its forward (and that with every flag off nothing does),
+`norm_before_fc` in `eagle_config` too, and the refusal of a flag set twice with different
+values; for the mid layer's two flags the attention's output is zeroed, as no attention
+backend runs in this CPU test: `{CPU_TEST_COMMAND}`.
+
+## Accuracy
+
+Measured: on the CPU, the draft model's forward for each variant against the speculators
+library's own `Eagle3DraftModel` with the same random weights (outside this PR), and tiny
+random-weight drafters served on the CPU (greedy tokens equal to the run without
+speculation). Not measured: acceptance of a real checkpoint, on a GPU; no GPU run was made.
 """,
     ),
     Patch(

@@ -2157,6 +2157,23 @@ class TestEagle3NormVariants(CustomTestCase):
             2 * model.model.fc(self.features),
         )
 
+    def test_norm_before_fc_in_eagle_config_normalizes_the_concatenation(self):
+        model = llama_eagle3_model(eagle_config={"norm_before_fc": True})
+        self.assertEqual(tuple(model.model.input_norm.weight.shape), (3 * 256,))
+        torch.testing.assert_close(
+            self.fc_input_read(model, 4 * self.features),
+            self.fc_input_read(model, self.features),
+        )
+
+    def test_a_flag_set_in_both_places_must_agree(self):
+        agreeing = llama_eagle3_model(
+            norm_output=True, eagle_config={"norm_output": True}
+        )
+        self.assertTrue(agreeing.model.norm_output)
+        with self.assertRaises(ValueError) as raised:
+            llama_eagle3_model(norm_before_fc=False, eagle_config={"norm_before_fc": True})
+        self.assertIn("eagle_config.norm_before_fc=True", str(raised.exception))
+
     def test_both_fc_norms_are_refused_when_the_model_is_built(self):
         with self.assertRaises(ValueError) as raised:
             llama_eagle3_model(norm_before_fc=True, fc_norm=True)
