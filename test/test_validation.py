@@ -100,12 +100,12 @@ REFUSALS = [
      "layers [2, 2, 2], the outputs of only 1 of its layers"),
     ("fc width: target_hidden_size missing for a wider target", {}, WIDE_TARGET,
      "target_hidden_size", None,
-     "5120, the target's hidden_size: without it the draft model's fc takes 3 x hidden_size "
-     "= 12288 features, the target produces 3 x 5120 = 15360"),
+     "5120, the target's hidden_size: without it the draft model's fc reads each aux hidden "
+     "state as hidden_size = 4096 features, the target's are 5120 wide"),
     ("fc width: target_hidden_size missing, four ids", {IDS: [1, 8, 16, 24]}, WIDE_TARGET,
      "target_hidden_size", None,
-     "5120, the target's hidden_size: without it the draft model's fc takes 4 x hidden_size "
-     "= 16384 features, the target produces 4 x 5120 = 20480"),
+     "5120, the target's hidden_size: without it the draft model's fc reads each aux hidden "
+     "state as hidden_size = 4096 features, the target's are 5120 wide"),
 ]
 
 
@@ -174,22 +174,18 @@ def test_llama_eagle3_drafters_with_other_than_three_layers_pass(eagle_info, tmp
     assert eagle_info.validate_eagle_draft_config(algorithm, pair.draft, pair.target) is None
 
 
-def test_before_the_drafter_fc_patch_other_than_three_layers_are_refused(tmp_path):
-    """Until fc is sized by the aux layers (the drafter-fc patch of the series), fc takes 3
-    of them, and the validation of the patches before it refuses other counts."""
+def test_no_later_patch_takes_back_a_refusal_of_the_validation(tmp_path):
+    """The validation the series lands is the same after every patch from its own on (the
+    drafter-fc patch sizes fc by the aux layers; the validation checks only the width fc reads
+    each of them as, which that patch does not change)."""
     from sglang_eagle_sizing import concerns, inserted
     from sglang_eagle_sizing.rules.contract import enabled_helpers
 
-    before = concerns.ORDER[: concerns.ORDER.index(concerns.DRAFTER_FC)]
-    with concerns.only(before):
-        text = enabled_helpers()
-    assert inserted.VALIDATION_HELPERS_BEFORE_DRAFTER_FC in text
-    assert inserted.VALIDATION_HELPERS not in text
-    assert "3 layer ids: the draft model's fc takes 3 x" in text
-    with concerns.only(before + (concerns.DRAFTER_FC,)):
-        text = enabled_helpers()
-    assert inserted.VALIDATION_HELPERS in text
-    assert "3 layer ids" not in text
+    start = concerns.ORDER.index(concerns.VALIDATION) + 1
+    for count in range(start, len(concerns.ORDER) + 1):
+        with concerns.only(concerns.prefix(count)):
+            assert inserted.VALIDATION_HELPERS in enabled_helpers(), concerns.ORDER[count - 1]
+    assert "3 layer ids" not in inserted.VALIDATION_HELPERS
 
 
 def test_aux_layer_ids_are_read_wherever_the_drafter_declares_them(eagle_info, tmp_path):

@@ -15,6 +15,8 @@ this package. It is kept black-formatted; a test checks that.
 - ``EXTEND_CLASS``: ``EagleDraftExtendInput`` with its own ``hidden_size_for`` / ``dtype_for``.
 """
 
+import re
+
 ROUTING_HELPERS = '''
 def get_draft_runner(worker):
     """Return the draft model runner of an EAGLE worker.
@@ -29,11 +31,25 @@ def get_draft_runner(worker):
     if hasattr(worker, "model_runner"):
         return worker.model_runner
     return get_draft_runner(worker.draft_worker)
+'''
 
-
+#: A release whose ``ModelConfig`` has no ``spec_hidden_size`` (0.5.9, 0.5.10) gets this helper
+#: too, and every ``X.spec_hidden_size`` the contract reads becomes ``_spec_hidden_size(X)``
+#: (``for_release``); 0.5.11's patch reads ``spec_hidden_size`` itself.
+SPEC_HIDDEN_SIZE_HELPER = '''
 def _spec_hidden_size(model_config) -> int:
+    # ModelConfig names the width of the hidden states spec_hidden_size in later releases.
     return getattr(model_config, "spec_hidden_size", model_config.hidden_size)
 '''
+
+
+def for_release(source: str, has_spec_hidden_size: bool) -> str:
+    """``source`` as a release reads it: as written where ``ModelConfig`` has
+    ``spec_hidden_size``, else through ``_spec_hidden_size``."""
+    if has_spec_hidden_size:
+        return source
+    return re.sub(r"([\w.()]+)\.spec_hidden_size\b", r"_spec_hidden_size(\1)", source)
+
 
 PARSER_HELPERS = '''
 def _hf_config_path(hf_config) -> str:
@@ -284,40 +300,15 @@ def validate_eagle_draft_config(
             )
 '''
 
-#: Before the drafter's fc is sized by the aux layers (``drafter-fc``): it takes 3 of them.
-_VALIDATION_FC_OF_THREE = '''\
+#: The drafter's fc reads each aux hidden state as ``target_hidden_size`` (else ``hidden_size``)
+#: features, whatever the number of aux layers ``fc`` takes (3 before the ``drafter-fc``
+#: concern, the declared ones after it): the validation checks that width only, so no later
+#: patch takes back a refusal of an earlier one.
+_VALIDATION_FC_WIDTH = '''\
     if "LlamaForCausalLMEagle3" not in (draft_hf_config.architectures or []):
         return
-    # llama_eagle3.py builds fc with 3 * (target_hidden_size or hidden_size) inputs.
-    fc_hidden_size = declared_target_hidden_size or draft_model_config.hidden_size
-    produced = num_aux * target_hidden_size
-    if 3 * fc_hidden_size == produced:
-        return
-    if num_aux != 3:
-        raise _invalid_draft_config(
-            key,
-            layer_ids,
-            f"3 layer ids: the draft model's fc takes 3 x {fc_hidden_size} = "
-            f"{3 * fc_hidden_size} features, {num_aux} target layers produce "
-            f"{num_aux} x {target_hidden_size} = {produced}",
-            *paths,
-        )
-    raise _invalid_draft_config(
-        "target_hidden_size",
-        declared_target_hidden_size,
-        f"{target_hidden_size}, the target's hidden_size: without it the draft "
-        f"model's fc takes 3 x hidden_size = {3 * fc_hidden_size} features, the "
-        f"target produces 3 x {target_hidden_size} = {produced}",
-        *paths,
-    )
-'''
-
-#: The drafter's fc takes the aux layers the drafter declares (``drafter-fc``).
-_VALIDATION_FC_OF_NUM_AUX = '''\
-    if "LlamaForCausalLMEagle3" not in (draft_hf_config.architectures or []):
-        return
-    # llama_eagle3.py builds fc with num_aux * (target_hidden_size or hidden_size)
-    # inputs: it takes what the target produces when that width is the target's.
+    # llama_eagle3.py's fc reads each aux hidden state as target_hidden_size (else
+    # hidden_size) features: the target's are its hidden_size wide.
     fc_hidden_size = declared_target_hidden_size or draft_model_config.hidden_size
     if fc_hidden_size == target_hidden_size:
         return
@@ -325,15 +316,13 @@ _VALIDATION_FC_OF_NUM_AUX = '''\
         "target_hidden_size",
         declared_target_hidden_size,
         f"{target_hidden_size}, the target's hidden_size: without it the draft "
-        f"model's fc takes {num_aux} x hidden_size = {num_aux * fc_hidden_size} "
-        f"features, the target produces {num_aux} x {target_hidden_size} = "
-        f"{num_aux * target_hidden_size}",
+        f"model's fc reads each aux hidden state as hidden_size = {fc_hidden_size} "
+        f"features, the target's are {target_hidden_size} wide",
         *paths,
     )
 '''
 
-VALIDATION_HELPERS_BEFORE_DRAFTER_FC = _VALIDATION_HEAD + _VALIDATION_FC_OF_THREE
-VALIDATION_HELPERS = _VALIDATION_HEAD + _VALIDATION_FC_OF_NUM_AUX
+VALIDATION_HELPERS = _VALIDATION_HEAD + _VALIDATION_FC_WIDTH
 
 DTYPE_HELPERS = '''
 def get_eagle_draft_dtype(
@@ -377,7 +366,7 @@ class EagleDraftInput:
         They are the draft model's own output: the draft runner's ``spec_hidden_size``.
         ``worker`` is anything ``get_draft_runner`` accepts.
         """
-        return _spec_hidden_size(get_draft_runner(worker).model_config)
+        return get_draft_runner(worker).model_config.spec_hidden_size
 
     @classmethod
     def dtype_for(cls, worker) -> torch.dtype:
@@ -416,8 +405,8 @@ class EagleDraftExtendInput(EagleDraftInput):
                 * worker.target_worker.model_config.hidden_size
             )
         if worker.speculative_algorithm.is_standalone():
-            return _spec_hidden_size(get_draft_runner(worker).model_config)
-        return _spec_hidden_size(worker.target_worker.model_config)
+            return get_draft_runner(worker).model_config.spec_hidden_size
+        return worker.target_worker.model_config.spec_hidden_size
 
     @classmethod
     def dtype_for(cls, worker) -> torch.dtype:
@@ -531,10 +520,36 @@ class LlamaModel:
 
 # -- the EAGLE-3 drafter's norm variants (models/llama_eagle3.py) ----------------------
 
+#: Before the first class of ``models/llama_eagle3.py``: where a drafter declares a norm
+#: variant (the top level of its config, or its ``eagle_config``).
+NORM_FLAG_FUNCTION = '''
+def get_eagle3_norm_flag(config: LlamaConfig, key: str) -> bool:
+    """Whether the draft model config turns on the norm variant ``key``.
+
+    Drafters set it at the top level of their config or in their ``eagle_config``
+    (NVIDIA's EAGLE-3 drafters keep ``norm_before_fc`` there). When both are set they
+    must agree.
+    """
+    value = getattr(config, key, None)
+    eagle_config = getattr(config, "eagle_config", None) or {}
+    if isinstance(eagle_config, dict):
+        nested_value = eagle_config.get(key)
+    else:
+        nested_value = getattr(eagle_config, key, None)
+    if value is None:
+        return bool(nested_value)
+    if nested_value is not None and bool(nested_value) != bool(value):
+        raise ValueError(
+            f"The draft model config sets {key}={value!r} and "
+            f"eagle_config.{key}={nested_value!r}: set it in one place."
+        )
+    return bool(value)
+'''
+
 #: After ``self.hidden_norm = RMSNorm(...)`` in the mid layer's ``__init__``.
 NORM_BEFORE_RESIDUAL_FLAG = """
 # Whether the residual is the normed hidden states (norm_before_residual).
-self.norm_before_residual = getattr(config, "norm_before_residual", False)
+self.norm_before_residual = get_eagle3_norm_flag(config, "norm_before_residual")
 """
 
 #: After ``hidden_states = self.hidden_norm(hidden_states)`` in the mid layer's ``forward``.
@@ -547,8 +562,8 @@ if self.norm_before_residual:
 FC_NORMS = """
 # Some drafters normalize the target's hidden states before fc: over their
 # concatenation (norm_before_fc) or per aux layer (fc_norm).
-norm_before_fc = getattr(config, "norm_before_fc", False)
-fc_norm = getattr(config, "fc_norm", False)
+norm_before_fc = get_eagle3_norm_flag(config, "norm_before_fc")
+fc_norm = get_eagle3_norm_flag(config, "fc_norm")
 if norm_before_fc and fc_norm:
     raise ValueError(
         "The draft model config sets both norm_before_fc and fc_norm: "
@@ -564,7 +579,7 @@ if fc_norm:
         for _ in range(self.fc.in_features // self.hidden_size_in)
     )
 # Whether the next draft step reads the normed hidden states (norm_output).
-self.norm_output = getattr(config, "norm_output", False)
+self.norm_output = get_eagle3_norm_flag(config, "norm_output")
 """
 
 #: After ``hidden_states_to_logits, hidden_states_to_aux = self.norm(...)`` in

@@ -22,10 +22,11 @@ from .engine import (
     unified_diff,
 )
 from .rules import RULES
+from .rules.contract import MODEL_CONFIG, release_model_config
 from .syntax import line_length
 from .sites import SITES, Site
 from .transaction import FileChange
-from .tree import SglangTree
+from .tree import SglangTree, TreeError
 
 SITE_LABELS = frozenset({"decode", "extend"})
 
@@ -134,11 +135,20 @@ def collect_tests(report: TreeReport) -> None:
             report.tests_to_add[key] = data
 
 
+def _release(tree: SglangTree):
+    """What the rules write depends on of the release besides the files they rewrite."""
+    try:
+        text = tree.read(MODEL_CONFIG)
+    except (OSError, TreeError):
+        text = None
+    return release_model_config(text)
+
+
 def check_tree(tree: SglangTree, cache: FindingsCache | None = None) -> TreeReport:
     """What each rule finds in the tree, rewriting nothing; ``cache`` reuses the findings of
     files whose bytes it has seen."""
     findings: list[Finding] = []
-    with line_length(tree.formatter_line_length()):
+    with line_length(tree.formatter_line_length()), _release(tree):
         for file in tree.files():
             findings.extend(check_source(file, tree.read(file), RULES, cache))
     report = TreeReport(tree, findings, _missing(findings))
@@ -148,7 +158,7 @@ def check_tree(tree: SglangTree, cache: FindingsCache | None = None) -> TreeRepo
 
 def rewrite_tree(tree: SglangTree) -> TreeReport:
     report = TreeReport(tree)
-    with line_length(tree.formatter_line_length()):
+    with line_length(tree.formatter_line_length()), _release(tree):
         for file in tree.files():
             result = rewrite_source(file, tree.read(file), RULES)
             report.results.append(result)

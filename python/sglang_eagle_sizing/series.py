@@ -124,10 +124,14 @@ runners replaced): `{CPU_TEST_COMMAND}`.
 `ModelRunner.__init__` decides which target layers EAGLE-3 captures with a third parse of
 the drafter's config, in a `try`/`except` that swallows every error: ids declared at the top
 level of the drafter's config (`eagle_aux_hidden_state_layer_ids`, as some EAGLE-3 exports
-do) are ignored and the target captures its default layers `[2, L // 2, L - 3]`. The width
-is the same, so nothing fails: the drafter is fed other layers than it was trained on, and
-acceptance drops silently. For example, a Qwen3-30B-A3B drafter declaring `[1, 23, 44]` at
-the top level gets layers `[2, 24, 45]`.
+do) are ignored and the target captures its default layers (the inputs of layers
+`[2, L // 2, L - 3]`). Where the declared ids are not `[1, L // 2 - 1, L - 4]` the drafter is
+fed other layers than it was trained on, with the same width, so nothing fails and
+acceptance drops silently. For example, Kimi-K2's EAGLE-3 drafter names `[2, 30, 58]`
+(the outputs of those layers of the 61-layer target); declared at the top level, 0.5.11
+feeds it the outputs of layers 1, 29 and 57 instead, each one layer early. A drafter that
+names four layers there fails at its first request instead (its `fc` takes four layers, the
+target captures three).
 
 ## Modifications
 
@@ -157,9 +161,9 @@ A drafter that does not fit its target loads all its weights and fails at the fi
 request, in the middle of serving, with a shape error in the drafter's `fc`
 (`mat1 and mat2 shapes cannot be multiplied`): a `target_hidden_size` of another target, a
 `num_aux_hidden_states` other than the number of layers the target captures, an `fc` whose
-width is not what the target produces. A drafter that declares no layer ids on a target of
-6 layers or fewer crashes in the target's forward: the default capture
-`[2, L // 2, L - 3]` names fewer than 3 distinct layers.
+reads each aux hidden state in another width than the target's `hidden_size`. A drafter
+that declares no layer ids on a target of 6 layers or fewer crashes at its first request
+too: the default capture `[2, L // 2, L - 3]` names fewer than 3 distinct layers.
 
 ## Modifications
 
@@ -177,9 +181,16 @@ drafter that served before still serves.
 
 Each refusal is of a drafter that cannot serve: a declared `num_aux_hidden_states` other than
 the captured layers means an `fc` weight of another shape, which fails when the weights load;
-the width checks mirror how `llama_eagle3.py` builds `fc` (`3 * hidden_size`, or
-`target_hidden_size`) and the default capture of `LlamaForCausalLM`
-(`[2, L // 2, L - 3]`), and are skipped for other architectures.
+the width check mirrors how `llama_eagle3.py` builds `fc` (each aux hidden state read as
+`target_hidden_size`, else `hidden_size`, features) and is skipped for other
+architectures; the layer-count check mirrors the default capture of `LlamaForCausalLM`
+(`[2, L // 2, L - 3]`).
+
+The default-capture check matters only for targets of 6 layers or fewer: no released
+model, but the tiny random-weight targets that tests and benchmarks of EAGLE-3 use. It is
+kept because such a pair otherwise starts, loads its weights and fails at the first request
+with a bare matmul shape error in `fc` that does not say the drafter should declare its
+layer ids.
 
 ## Tests
 
@@ -257,8 +268,6 @@ None.
 - `hidden_size_for(worker)` takes whatever object the site has at hand, so no site needs a
   new attribute; `get_draft_runner` is the one resolver of the draft runner from those
   objects (`Scheduler._get_draft_kv_pool` resolves the draft KV pool, not the runner).
-- `_spec_hidden_size` falls back to `hidden_size` for `ModelConfig`s without
-  `spec_hidden_size` (0.5.9 and 0.5.10, which take the same change).
 
 ## Tests
 
@@ -420,12 +429,9 @@ its `fc` weight:
 ```
 $ python3 -m sglang.launch_server --model-path <target> --speculative-algorithm EAGLE3 \\
     --speculative-draft-model-path <drafter with "eagle_aux_hidden_state_layer_ids": [1, 8, 16, 24]>
-ValueError: Invalid eagle_config.eagle_aux_hidden_state_layer_ids=[1, 8, 16, 24] in the draft
-model config ...: expected 3 layer ids: the draft model's fc takes 3 x 4096 = 12288 features,
-4 target layers produce 4 x 4096 = 16384.
+AssertionError: Attempted to load weight (torch.Size([4096, 16384])) into parameter
+(torch.Size([4096, 12288]))
 ```
-
-(before the start-up check, the weights failed to load with a shape mismatch in `fc`).
 `LlamaModel.forward` also decides whether its input is the target's features by comparing
 widths, `hidden_states.shape[-1] != embeds.shape[-1]`: a drafter with one aux layer as wide
 as the drafter skips `fc`, and a wrong width reaches `fc` as a bare matmul error.
@@ -441,9 +447,6 @@ as the drafter skips `fc`, and a wrong width reaches `fc` as a bare matmul error
   an idle batch under DP attention carries padding in the width of the phase its input was
   built for, and goes through `fc` when it has `fc`'s width. The mode is the batch's own
   (`_original_forward_mode` when DP padding ran it as EXTEND).
-- `validate_eagle_draft_config` no longer refuses a `LlamaForCausalLMEagle3` drafter with
-  other than 3 aux layer ids; it still refuses a drafter without `target_hidden_size` whose
-  `hidden_size` is not the target's, now counting the declared layers.
 
 ## Behavior changes
 
@@ -467,6 +470,16 @@ four aux layers (in `eagle_config` and at the top level), checks `fc.in_features
 draft-extend forward with three layers' width fails naming both widths, and how
 `project_hidden_states` reads each mode; `TestStartupValidation` accepts four layers:
 `{CPU_TEST_COMMAND}`.
+
+## Accuracy
+
+Measured (outside this PR, on the CPU, float32): the drafter's forward with 3 and 4 aux
+layers against the speculators library's own `Eagle3DraftModel` on the same random weights
+and inputs (equal to 1e-5), and tiny random-weight EAGLE-3 drafters with 4 layer ids served
+on the CPU, v1 and v2 workers, one of them under `--tp 2 --dp 2 --enable-dp-attention`:
+greedy tokens equal to the run without speculation, accept length 3.7 to 4.0 of 4 on
+drafters crafted to agree with the target. Not measured: acceptance with a real
+checkpoint, and any run on a GPU.
 """,
     ),
     Patch(
@@ -554,10 +567,12 @@ judge.
         f"""\
 ## Motivation
 
-EAGLE-3 drafters trained with the speculators library can declare four variants of the
-draft model at the top level of their config, and `LlamaForCausalLMEagle3` reads none of
+EAGLE-3 drafters can declare four variants of the draft model, at the top level of their
+config (the speculators library) or in `eagle_config` (NVIDIA's GPT-OSS EAGLE-3 drafters keep
+`norm_before_fc` there; vLLM reads both places since
+https://github.com/vllm-project/vllm/pull/42143). `LlamaForCausalLMEagle3` reads none of
 them, so it computes another function than the one the drafter was trained as (on real
-weights: a collapsed acceptance, and no error):
+weights: a lower acceptance, and no error):
 
 - `norm_before_residual`: the mid layer's residual is the normed hidden states;
 - `norm_before_fc`: one RMSNorm over the concatenated aux hidden states before `fc`;
@@ -566,7 +581,9 @@ weights: a collapsed acceptance, and no error):
 
 ## Modifications
 
-`models/llama_eagle3.py`: the mid layer reads `norm_before_residual`; `LlamaModel` builds
+`models/llama_eagle3.py`: `get_eagle3_norm_flag(config, key)` reads a flag at the top level
+of the config or in `eagle_config` (a flag set in both places with different values is
+refused, naming the key); the mid layer reads `norm_before_residual`; `LlamaModel` builds
 `input_norm` (`norm_before_fc`) or `fc_norm` (`fc_norm`) with their weight names, applies
 them in `apply_fc` wherever `fc` was applied, and with `norm_output` returns the normed
 hidden states for the next step. A config that sets both `norm_before_fc` and `fc_norm` is
@@ -580,10 +597,19 @@ that declare them compute what they were trained as.
 ## Tests
 
 `TestEagle3NormVariants`: builds `LlamaForCausalLMEagle3` on the CPU with each flag and
-checks what each one changes in its forward (and that with every flag off nothing does);
-for the mid layer's two flags the attention's output is zeroed, as no attention backend runs
-in this CPU test: `{CPU_TEST_COMMAND}`. The forward of each variant was also compared
-with the speculators library's own `Eagle3DraftModel` on the same weights, outside this PR.
+checks what each one changes in its forward (and that with every flag off nothing does),
+`norm_before_fc` in `eagle_config` too, and the refusal of a flag set twice with different
+values; for the mid layer's two flags the attention's output is zeroed, as no attention
+backend runs in this CPU test: `{CPU_TEST_COMMAND}`.
+
+## Accuracy
+
+Measured (outside this PR, on the CPU, float32): the draft model's forward for each variant,
+with 3 and 4 aux layers, against the speculators library's own `Eagle3DraftModel` (0.9.0) on
+the same random weights and inputs: equal to 1e-5 (observed under 1e-6). A tiny
+`norm_before_fc` drafter served on the CPU gives the greedy tokens of the run without
+speculation, but its crafted hidden states make that norm a no-op, so it does not measure
+the norm. Not measured: acceptance with a real checkpoint, and any run on a GPU.
 """,
     ),
     Patch(

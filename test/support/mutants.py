@@ -853,6 +853,18 @@ PATH_MUTATIONS = [
         ),
     ),
     (
+        "norm variant: eagle_config not read",
+        "get_eagle3_norm_flag reads the top level of the config only: a drafter that keeps "
+        "norm_before_fc in eagle_config (NVIDIA's) runs without its input_norm",
+        "models/llama_eagle3.py",
+        lambda t: _replace_in_function(
+            t,
+            "get_eagle3_norm_flag",
+            "value = getattr(config, key, None)",
+            "return bool(getattr(config, key, False))",
+        ),
+    ),
+    (
         "speculators weights: layers.0. not read",
         "LlamaForCausalLMEagle3.load_weights skips the decoder layer's weights of a "
         "speculators checkpoint (named layers.0.)",

@@ -3,24 +3,50 @@ on ``EagleDraftInput`` and the extend-phase class ``EagleDraftExtendInput``."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
 import libcst as cst
 
 from .. import inserted
-from ..concerns import DRAFTER_FC, DTYPE, EXTEND_WIDTH, PARSER, ROUTING, VALIDATION, enabled
+from ..concerns import DTYPE, EXTEND_WIDTH, PARSER, ROUTING, VALIDATION, enabled
 from ..engine import Finding, Rule
 from ..sites import CONTRACT_FILE, DecodePhase, ExtendPhase
 from ..syntax import statements
 
 HELPER_NAMES = tuple(node.name.value for node in statements(inserted.HELPERS))
 
+#: Whether the release's ``ModelConfig`` has ``spec_hidden_size`` (0.5.11 does; 0.5.9 and
+#: 0.5.10 do not, and read the width through ``inserted.SPEC_HIDDEN_SIZE_HELPER``).
+_HAS_SPEC_HIDDEN_SIZE: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "has_spec_hidden_size", default=True
+)
+
+MODEL_CONFIG = "configs/model_config.py"
+
+
+@contextlib.contextmanager
+def release_model_config(model_config_text: str | None) -> Iterator[None]:
+    """Within the block, the contract is written for a release whose
+    ``configs/model_config.py`` reads ``model_config_text`` (None: not read, 0.5.11's)."""
+    has = model_config_text is None or "spec_hidden_size" in model_config_text
+    token = _HAS_SPEC_HIDDEN_SIZE.set(has)
+    try:
+        yield
+    finally:
+        _HAS_SPEC_HIDDEN_SIZE.reset(token)
+
+
+def for_release(source: str) -> str:
+    return inserted.for_release(source, _HAS_SPEC_HIDDEN_SIZE.get())
+
 
 def enabled_helpers() -> str:
-    """The helpers of the concerns the rules write now, in the order they stand. Until the
-    drafter's fc is sized by its aux layers (``drafter-fc``), the validation refuses a
-    ``LlamaForCausalLMEagle3`` drafter with other than 3 of them."""
+    """The helpers of the concerns the rules write now, in the order they stand."""
     pieces = dict(inserted.HELPERS_BY_CONCERN)
-    if not enabled(DRAFTER_FC):
-        pieces[VALIDATION] = inserted.VALIDATION_HELPERS_BEFORE_DRAFTER_FC
+    if not _HAS_SPEC_HIDDEN_SIZE.get() and enabled(ROUTING):
+        pieces[ROUTING] += inserted.SPEC_HIDDEN_SIZE_HELPER
     return "".join(source for concern, source in pieces.items() if enabled(concern))
 
 CLASSMETHOD_NAMES = ("hidden_size_for", "dtype_for")
@@ -54,7 +80,7 @@ class ContractRule(Rule):
                 f"{', '.join(CLASSMETHOD_NAMES)}: edited by hand?",
             )
         self.report(original_node, "decode-contract", Finding.UNROUTED, DecodePhase)
-        (shown_in_class,) = statements(inserted.DECODE_CLASSMETHODS)
+        (shown_in_class,) = statements(for_release(inserted.DECODE_CLASSMETHODS))
         new_methods = [_blank(node, 1) for node in shown_in_class.body.body]
         body = list(updated_node.body.body)
         anchor = methods.get("create_idle_input")
@@ -80,7 +106,7 @@ class ContractRule(Rule):
             self.report(original_classes[ExtendPhase], "extend-contract", Finding.ROUTED, ExtendPhase)
         else:
             self.report(anchor_line, "extend-contract", Finding.UNROUTED, ExtendPhase)
-            (new_class,) = statements(inserted.EXTEND_CLASS)
+            (new_class,) = statements(for_release(inserted.EXTEND_CLASS))
             index = body.index(classes[DecodePhase]) + 1
             body.insert(index, _blank(new_class, 2))
 

@@ -1,7 +1,8 @@
 """The EAGLE-3 drafter's norm variants: what its config declares, its forward computes.
 
 Drafters trained with the speculators library may declare, at the top level of their config,
-``norm_before_residual``, ``norm_before_fc``, ``fc_norm`` and ``norm_output``; 0.5.11's
+``norm_before_residual``, ``norm_before_fc``, ``fc_norm`` and ``norm_output`` (NVIDIA's keep
+``norm_before_fc`` in ``eagle_config``: ``get_eagle3_norm_flag`` reads both places); 0.5.11's
 ``models/llama_eagle3.py`` reads none of them, so such a drafter computes another function
 than the one it was trained as. The rule, in that file:
 
@@ -31,6 +32,7 @@ FILE = next(s.file for s in SITES if s.kind is Kind.DRAFTER_FC)
 LAYER = "LlamaDecoderLayer"
 MODEL = "LlamaModel"
 LABEL = "eagle3-norm-variants"
+FLAG_FUNCTION = "get_eagle3_norm_flag"
 
 
 def _flat(node: cst.CSTNode) -> str:
@@ -142,6 +144,22 @@ class Eagle3NormVariantsRule(Rule):
         method = method.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
         body.insert(names.index(after) + 1, method)
         return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+
+    def leave_Module(self, original_node, updated_node):
+        if not self._rewrote:
+            return updated_node
+        body = list(updated_node.body)
+        names = [getattr(getattr(n, "name", None), "value", None) for n in body]
+        if FLAG_FUNCTION in names:
+            return updated_node
+        first_class = next(i for i, n in enumerate(body) if isinstance(n, cst.ClassDef))
+        new = statements(inserted.NORM_FLAG_FUNCTION)
+        new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+        body[first_class] = body[first_class].with_changes(
+            leading_lines=[cst.EmptyLine(), cst.EmptyLine()]
+        )
+        body[first_class:first_class] = new
+        return updated_node.with_changes(body=body)
 
     def finish(self, module: cst.Module) -> None:
         missing = [scope for scope, _, _ in ANCHORS if scope not in self._found]

@@ -1738,7 +1738,7 @@ class TestStartupValidation(CustomTestCase):
     def test_four_aux_layers_fit_the_drafters_fc(self):
         """llama_eagle3.py's fc takes the aux layers the drafter declares: four captured
         layers of 256 are what its fc takes; without target_hidden_size a drafter
-        narrower than its target is still refused, counting four layers."""
+        narrower than its target is still refused."""
         layer_ids = [1, 3, 5, 6]
         for draft in (
             self.draft(eagle_config={"eagle_aux_hidden_state_layer_ids": layer_ids}),
@@ -1757,8 +1757,8 @@ class TestStartupValidation(CustomTestCase):
             "target_hidden_size",
             None,
         )
-        self.assertIn("4 x hidden_size = 1024 features", message)
-        self.assertIn("4 x 512 = 2048", message)
+        self.assertIn("as hidden_size = 256 features", message)
+        self.assertIn("the target's are 512 wide", message)
 
     def test_shallow_target_without_declared_layer_ids(self):
         """Without declared ids the target captures the inputs of its layers
@@ -2260,6 +2260,23 @@ class TestEagle3NormVariants(CustomTestCase):
             self.fc_input_read(model, 2 * self.features),
             2 * model.model.fc(self.features),
         )
+
+    def test_norm_before_fc_in_eagle_config_normalizes_the_concatenation(self):
+        model = llama_eagle3_model(eagle_config={"norm_before_fc": True})
+        self.assertEqual(tuple(model.model.input_norm.weight.shape), (3 * 256,))
+        torch.testing.assert_close(
+            self.fc_input_read(model, 4 * self.features),
+            self.fc_input_read(model, self.features),
+        )
+
+    def test_a_flag_set_in_both_places_must_agree(self):
+        agreeing = llama_eagle3_model(
+            norm_output=True, eagle_config={"norm_output": True}
+        )
+        self.assertTrue(agreeing.model.norm_output)
+        with self.assertRaises(ValueError) as raised:
+            llama_eagle3_model(norm_before_fc=False, eagle_config={"norm_before_fc": True})
+        self.assertIn("eagle_config.norm_before_fc=True", str(raised.exception))
 
     def test_both_fc_norms_are_refused_when_the_model_is_built(self):
         with self.assertRaises(ValueError) as raised:
