@@ -72,16 +72,18 @@ Each worker parses `eagle_use_aux_hidden_state` inline, after the draft model ha
 `EAGLEWorker` and `EagleDraftWorker` with
 `getattr(hf_config, "eagle_config", {{}}).get("use_aux_hidden_state", True)`, the multi-layer
 workers not at all. A drafter whose config has `"eagle_config": null` loads its weights and
-then fails with `AttributeError: 'NoneType' object has no attribute 'get'`; a non-boolean
-flag is taken as truthy. Nothing reads how many target layers the drafter declares
+then fails with `AttributeError: 'NoneType' object has no attribute 'get'`; a string flag
+such as `"false"` is taken as true. Nothing reads how many target layers the drafter declares
 (`eagle_aux_hidden_state_layer_ids`): every site that sizes the target's concatenated hidden
 states assumes three.
 
 ## Modifications
 
-- `eagle_info.py`: `parse_eagle_use_aux_hidden_state(algorithm, draft_hf_config)`,
-  `get_eagle_aux_hidden_state_layer_ids(draft_hf_config)` (from `eagle_config`, else from
-  the top level of the config; both must agree) and
+- `eagle_info.py`: `parse_eagle_use_aux_hidden_state(algorithm, draft_hf_config)` (`null`,
+  `0` and `1` read by their truth value, as before),
+  `get_eagle_aux_hidden_state_layer_ids(draft_hf_config, target_model_config=None)` (from
+  `eagle_config`, else from the top level of the config; both must agree; given the
+  target's config, an id whose output no layer of the target reads is refused) and
   `get_eagle_num_aux_hidden_states(draft_hf_config)` (their number, else 3; a declared
   `num_aux_hidden_states` must agree). A malformed value is refused with one `ValueError`
   naming the key, the value and the config.
@@ -133,22 +135,36 @@ feeds it the outputs of layers 1, 29 and 57 instead, each one layer early. A dra
 names four layers there fails at its first request instead (its `fc` takes four layers, the
 target captures three).
 
+An id at the target's last layer names an output no layer reads: the model captures the
+input of layer `id + 1`. gemma-3-27b's SpecForge drafter names layer 61 of its 62-layer
+target. On a Qwen2-MoE or Qwen3-MoE target `set_eagle3_layers_to_capture` then indexes past
+`self.layers` (`IndexError` at start-up); on a Llama or Qwen3 target that slot is never
+reached, the target hands the drafter one hidden state too few, and the first request fails
+at the drafter's `fc`.
+
 ## Modifications
 
 `ModelRunner.__init__` reads the flag and the layer ids with
-`parse_eagle_use_aux_hidden_state` and `get_eagle_aux_hidden_state_layer_ids` (imported
-where they are used, as the DFLASH branch does: `eagle_info` imports `model_runner`).
+`parse_eagle_use_aux_hidden_state` and
+`get_eagle_aux_hidden_state_layer_ids(draft_hf_config, self.model_config)` (imported where
+they are used, as the DFLASH branch does: `eagle_info` imports `model_runner`), which
+refuses an id above `num_hidden_layers - 2`, naming the key, the hidden state and the
+target's layer count, still in `__init__`: before any weights load.
 
 ## Behavior changes
 
 Top-level layer ids are captured. Drafters that declare them in `eagle_config`, or not at
-all, capture what they captured before. A malformed declaration is refused instead of
-ignored.
+all, capture what they captured before. A malformed declaration, or an id the target cannot
+capture, is refused instead of ignored.
 
 ## Tests
 
-`TestTargetCapture` runs the real `ModelRunner.__init__` up to the capture and reads the
-layers the model is told to capture: `{CPU_TEST_COMMAND}`.
+`TestTargetCapture` runs the real `ModelRunner.__init__` up to the capture, gives it a tiny
+`LlamaForCausalLM` built on the CPU (its attention adds nothing: `o_proj` is zero), runs the
+model's forward and compares each hidden state it hands the drafter with transformers'
+`output_hidden_states` of the same weights: SGLang's id `i` is hidden state `i + 1` (the
+output of layer `i`), the default the inputs of layers `[2, L // 2, L - 3]`:
+`{CPU_TEST_COMMAND}`.
 """,
     ),
     Patch(
@@ -628,15 +644,24 @@ the weights of the decoder layer under `layers.0.`. `get_config` hands the file 
 ValueError: Unrecognized model in <drafter>. Should have a `model_type` key in its config.json
 ```
 
+The format also counts the aux layer ids differently. The library's ids are indices into the
+target's hidden states as transformers' `output_hidden_states` returns them (0: the
+embeddings, `k`: the output of layer `k - 1`; its `resolve_target_layer_ids` allows up to
+`num_hidden_layers`); SGLang's ids name the layer whose output is read. Read as SGLang's,
+every declared id would feed the drafter the hidden state after the one it was trained on.
+
 ## Modifications
 
 - `get_config` reads a config with a `speculators_config` as the `LlamaForCausalLMEagle3`
   config it describes (`speculators_eagle3_to_llama_config`): the layer config, plus
-  `draft_vocab_size`, the top-level `eagle_aux_hidden_state_layer_ids` (the number of layers
-  the target captures and `fc` takes), `target_hidden_size` when set, the four norm flags
-  and the dtype. What `LlamaForCausalLMEagle3` cannot compute is refused there, naming the
-  key: another algorithm than eagle3, a decoder layer other than llama (the library's
-  default is Qwen3), more than one decoder layer.
+  `draft_vocab_size`, the top-level `eagle_aux_hidden_state_layer_ids` as SGLang numbers
+  them (`k - 1` for the library's `k`: the layers the target captures and `fc` takes),
+  `target_hidden_size` when set, the four norm flags and the dtype. What
+  `LlamaForCausalLMEagle3` cannot compute is refused there, naming the key: another
+  algorithm than eagle3, a decoder layer other than llama (the library's default is Qwen3),
+  more than one decoder layer, layer id 0 (the embeddings, which no target captures). The
+  final hidden state (id `num_hidden_layers`) is refused by the target's capture check,
+  naming the hidden state: SGLang's targets do not capture it.
 - `LlamaForCausalLMEagle3.load_weights` reads `layers.0.` as `midlayer.`; `d2t` and `t2d`
   are read as before.
 
@@ -654,7 +679,10 @@ names over the same draft model, whose variants the previous patch computes.
 
 `TestSpeculatorsFormat`: writes speculators-format folders (current and early form, three
 and four aux layers, every refused key), reads them through `get_config` and `ModelConfig`,
-and loads renamed weights into `LlamaForCausalLMEagle3`: `{CPU_TEST_COMMAND}`.
+and loads renamed weights into `LlamaForCausalLMEagle3`. `TestTargetCapture`'s
+speculators tests compare the hidden states the target hands such a drafter with
+transformers' `output_hidden_states[k]` for its ids `k`, the last layer's input included,
+and check the embeddings and the final hidden state are refused: `{CPU_TEST_COMMAND}`.
 """,
     ),
     Patch(

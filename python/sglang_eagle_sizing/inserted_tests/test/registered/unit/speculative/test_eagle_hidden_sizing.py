@@ -1524,7 +1524,7 @@ class TestEagleConfigParser(CustomTestCase):
             with self.subTest(name):
                 hf_config = self.hf_config(**changes)
                 self.assertEqual(
-                    get_eagle_aux_hidden_state_layer_ids(hf_config), layer_ids
+                    get_eagle_aux_hidden_state_layer_ids(hf_config), sglang_ids
                 )
                 self.assertEqual(get_eagle_num_aux_hidden_states(hf_config), num_aux)
 
@@ -2378,9 +2378,11 @@ class TestSpeculatorsFormat(CustomTestCase):
         cls.folders.cleanup()
 
     def test_the_current_and_the_early_form_load(self):
-        for architecture, layer_ids, num_aux in (
-            ("Eagle3DraftModel", [1, 3, 5, 6], 4),
-            ("Eagle3Speculator", None, DEFAULT_NUM_AUX),
+        # The format's ids index the target's hidden states; SGLang's name the layer
+        # whose output is read: hidden states [1, 3, 5, 6] are layers [0, 2, 4, 5].
+        for architecture, layer_ids, sglang_ids, num_aux in (
+            ("Eagle3DraftModel", [1, 3, 5, 6], [0, 2, 4, 5], 4),
+            ("Eagle3Speculator", None, None, DEFAULT_NUM_AUX),
         ):
             config = speculators_eagle3(
                 layer_ids, architectures=[architecture], norm_before_residual=True
@@ -2396,7 +2398,7 @@ class TestSpeculatorsFormat(CustomTestCase):
                 self.assertFalse(hf_config.norm_output)
                 self.assertFalse(hasattr(hf_config, "target_hidden_size"))
                 self.assertEqual(
-                    get_eagle_aux_hidden_state_layer_ids(hf_config), layer_ids
+                    get_eagle_aux_hidden_state_layer_ids(hf_config), sglang_ids
                 )
                 self.assertEqual(get_eagle_num_aux_hidden_states(hf_config), num_aux)
 
