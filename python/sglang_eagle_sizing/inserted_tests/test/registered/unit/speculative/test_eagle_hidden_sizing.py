@@ -1524,7 +1524,7 @@ class TestEagleConfigParser(CustomTestCase):
             with self.subTest(name):
                 hf_config = self.hf_config(**changes)
                 self.assertEqual(
-                    get_eagle_aux_hidden_state_layer_ids(hf_config), sglang_ids
+                    get_eagle_aux_hidden_state_layer_ids(hf_config), layer_ids
                 )
                 self.assertEqual(get_eagle_num_aux_hidden_states(hf_config), num_aux)
 
