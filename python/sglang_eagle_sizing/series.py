@@ -664,25 +664,36 @@ and loads renamed weights into `LlamaForCausalLMEagle3`: `{CPU_TEST_COMMAND}`.
 ## Motivation
 
 The sizes of the previous patches meet in one server: an EAGLE-3 drafter whose config
-gives float16 on a bfloat16 target, DP attention with an idle rank, CUDA graphs on.
+gives float16 on a bfloat16 target, narrower than it and naming four of its layers, DP
+attention with an idle rank, CUDA graphs on.
 
 ## Modifications
 
 `test/registered/spec/eagle/test_eagle_hidden_sizing_e2e.py`, registered in the CUDA suite
-`stage-b-test-2-gpu-large`: serves `DEFAULT_TARGET_MODEL_EAGLE3` with
-`DEFAULT_DRAFT_MODEL_EAGLE3` under `--tp-size 2 --dp-size 2 --enable-dp-attention`, with the
-v1 and the v2 worker; greedy answers with one request in flight, 16 concurrent requests that
-finish at their first verify, and the average acceptance length.
+`stage-b-test-2-gpu-large`: writes a tiny Llama target and a tiny EAGLE-3 drafter with random
+weights into a temporary folder (nothing is downloaded) and serves them under
+`--tp-size 2 --dp-size 2 --enable-dp-attention`, with the v1 and the v2 worker: one request
+in flight (one rank idle), 16 concurrent requests that finish at their first verify, and the
+reported acceptance length. Each test stands alone.
 
 ## Tests
 
-Needs two GPUs: `python3 test/registered/spec/eagle/test_eagle_hidden_sizing_e2e.py`. It has
-not been run on a GPU yet; its server arguments were checked with `ServerArgs`.
+Needs two GPUs: `python3 test/registered/spec/eagle/test_eagle_hidden_sizing_e2e.py`. **It
+has never run on a GPU**: only its imports, its registration, the models it writes (read by
+`ModelConfig`, accepted by `validate_eagle_draft_config`) and the server arguments it builds
+(parsed by `ServerArgs`) were checked, on a CPU.
 """,
     ),
 )
 
 assert tuple(p.concern for p in PATCHES) == concerns.ORDER
+assert PATCHES[-1].concern == concerns.E2E_TEST
+
+
+def patches(gpu_test: bool = False) -> tuple[Patch, ...]:
+    """The patches ``pr`` writes: every concern but the GPU end-to-end test, which has never
+    run (no GPU here); ``gpu_test`` (``pr --with-gpu-test``) adds it as the last patch."""
+    return PATCHES if gpu_test else PATCHES[:-1]
 
 
 # -- the trees ---------------------------------------------------------------------------
@@ -772,16 +783,17 @@ class Step:
         return sum(a + r for k, (a, r) in self.counts().items() if k.startswith("test/"))
 
 
-def steps(tree: SglangTree) -> list[Step]:
+def steps(tree: SglangTree, gpu_test: bool = False) -> list[Step]:
     """The series for ``tree`` (a release, or a checkout patched from one): one step per
-    concern, each the difference between the tree with the concerns before it and with it."""
+    concern of ``patches(gpu_test)``, each the difference between the tree with the concerns
+    before it and with it."""
     release = release_of(tree)
     whole = rewrite_tree(release)
     if whole.unknown or whole.missing:
         raise TreeError(f"{tree.srt}: sizing sites the rules cannot handle; run check")
     before: dict[str, str] = {}
     out = []
-    for count, patch in enumerate(PATCHES, start=1):
+    for count, patch in enumerate(patches(gpu_test), start=1):
         if count == len(PATCHES):
             report = whole
         else:
@@ -853,8 +865,10 @@ def author_of(tree: SglangTree) -> str | None:
     return f"{name} <{mail}>" if name and mail else None
 
 
-def write_series(tree: SglangTree, folder: Path, author: str) -> list[Path]:
-    found = [s for s in steps(tree) if s.files]
+def write_series(
+    tree: SglangTree, folder: Path, author: str, gpu_test: bool = False
+) -> list[Path]:
+    found = [s for s in steps(tree, gpu_test) if s.files]
     date = email.utils.format_datetime(datetime.datetime.now(datetime.timezone.utc))
     folder.mkdir(parents=True, exist_ok=True)
     written = []
