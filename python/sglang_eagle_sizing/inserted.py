@@ -327,12 +327,37 @@ def get_eagle_draft_dtype(
     return target_dtype
 '''
 
+#: What the EAGLE draft builds its steps' attention metadata for (``attention-backends``): under
+#: DP attention, the batch as each step's ``ModelRunner.forward`` will pad it.
+DRAFT_METADATA_HELPER_NAME = "get_draft_decode_metadata_batch"
+DRAFT_METADATA_HELPERS = '''
+def get_draft_decode_metadata_batch(forward_batch, draft_model_runner):
+    """The batch the attention metadata of the EAGLE draft decode steps is built for.
+
+    Under DP attention each step's ``ModelRunner.forward`` pads the batch to the size
+    the ranks agreed on (``prepare_mlp_sync_batch``), after the metadata of every step
+    is built. Where it pads, this is a copy padded the same way; elsewhere the batch.
+    """
+    if forward_batch.global_num_tokens_cpu is None:
+        return forward_batch
+    padded = copy(forward_batch)
+    padded.spec_info = copy(forward_batch.spec_info)
+    padded.global_num_tokens_cpu = list(forward_batch.global_num_tokens_cpu)
+    if forward_batch.lora_ids is not None:
+        padded.lora_ids = list(forward_batch.lora_ids)
+    padded.prepare_mlp_sync_batch(draft_model_runner)
+    if padded.batch_size == forward_batch.batch_size:
+        return forward_batch
+    return padded
+'''
+
 #: What each concern inserts at the top of ``eagle_info.py``, in the order it stands there.
 HELPERS_BY_CONCERN = {
     "parser": PARSER_HELPERS,
     "validation": VALIDATION_HELPERS,
     "dtype": DTYPE_HELPERS,
     "routing": ROUTING_HELPERS,
+    "attention-backends": DRAFT_METADATA_HELPERS,
 }
 HELPERS = "\n".join(HELPERS_BY_CONCERN.values())
 
