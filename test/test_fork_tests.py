@@ -77,7 +77,7 @@ CI_SAMPLE = (
     "rule start-up: EagleDraftWorker.__init__ as in 0.5.11",
     "target capture: layer ids shifted by one",
     "idle: v2 draft-extend input without a pointer row",
-    "padded decode: Triton zeroes the wrong rows",
+    "padded draft metadata: built for the unpadded batch",
     "PD buffers: prefill side takes the extend width without aux",
     "speculators config: top-level ids dropped",
     "not a bug: a DFLASH buffer",

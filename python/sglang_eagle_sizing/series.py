@@ -523,42 +523,58 @@ them, padded by `prepare_mlp_sync_batch` on the idle one of two DP ranks, throug
     ),
     Patch(
         concerns.ATTENTION_BACKENDS,
-        "[Attention] Decode a batch padded under DP attention in FlashInfer and Triton",
+        "[Spec] Build the EAGLE draft attention metadata for the batch DP attention pads",
         f"""\
 ## Motivation
 
-Under DP attention a batch can have more rows than its `kv_indptr` describes:
-
-- FlashInfer's decode planner fills `global_override_indptr_cpu[1 : bs + 1]` with the
-  cumulative sum of all the padded batch's sequence lengths, which fails when an idle
-  input describes no rows;
-- with several requests on one rank and fewer on another, the ranks pad to the longest
-  batch after the EAGLE draft steps built their metadata, and Triton's decode stops at
-  `assert q.shape[0] <= kv_indptr.shape[0] - 1`.
+Under DP attention `ModelRunner.forward` pads every batch to the size the ranks agreed on
+(`ForwardBatch.prepare_mlp_sync_batch`). Without CUDA graphs, `EAGLEWorker.draft` and
+`EagleDraftWorker.draft` build the attention metadata of every draft step once, for the
+batch as it is, then run each step with `skip_attn_backend_init=True`, and each step's
+forward pads the batch after that. With 2 requests on one rank and 1 on the other (MAX_LEN
+padding) the smaller rank's draft steps run 2 query rows on metadata of 1, and the Triton
+backend stops at `decode_attention_fwd`'s `assert q.shape[0] <= kv_indptr.shape[0] - 1`
+(FlashInfer plans the rows it was given). Separately, FlashInfer's decode planner fills
+`global_override_indptr_cpu[1 : bs + 1]` with the cumulative sum of every row of a padded
+idle batch's `seq_lens_cpu`, while the idle input's `kv_indptr` describes none: a shape error.
 
 ## Modifications
 
-FlashInfer sums the sequence lengths of the rows `kv_indptr` has. Triton's
-`forward_decode` attends those rows and writes zeros to the padded ones, which no request
-reads.
+- `eagle_info.py`: `get_draft_decode_metadata_batch(forward_batch, draft_model_runner)`:
+  under DP attention, a copy of the batch padded by the same `prepare_mlp_sync_batch` each
+  step will run (the batch itself is not changed); the batch itself wherever nothing is
+  padded. `EAGLEWorker.draft` and `EagleDraftWorker.draft` build the draft metadata for it,
+  so the metadata has the rows the steps run.
+- FlashInfer's decode planner sums the `seq_lens_cpu` of the rows `kv_indptr` has. No
+  attention runs on an idle batch (`AttentionBackend.forward` returns before it), so its
+  plan has no rows; for every other batch the slice is the whole tensor.
 
 ## Behavior changes
 
-The padded batches above decode. Batches whose metadata covers every row are unchanged.
+A DP-attention rank whose draft batch is padded to another rank's requests serves without
+CUDA graphs instead of stopping at the assert; its padded rows are attended like the padding
+CUDA graphs replay (a request slot of length 1), and dropped after each step as before. A
+padded idle batch plans on FlashInfer. Batches DP attention does not pad, and every run with
+CUDA graphs, are unchanged.
 
 ## Design notes
 
-The guards act only on rows `kv_indptr` does not describe, which no request reads. The
-alternative, building the draft decode metadata after the DP padding, changes the EAGLE draft
-loop of both workers; the guard keeps the change inside the backends, for their owners to
-judge.
+The metadata is built for the batch the steps run rather than the backends fitting a batch
+to metadata built for another: a mismatch between the two still stops at
+`decode_attention_fwd`'s assert. Building the pointers from `seq_lens` where the input has
+none (as #28221 did for the draft-extend input) does not apply to draft decode, whose KV
+layout includes the draft tokens of each step.
 
 ## Tests
 
-`TestPaddedDecodeOnTriton`: one request's metadata, the batch padded to two rows, the real
-`TritonAttnBackend.forward_decode` with Triton's kernels interpreted on the CPU
-(`TRITON_INTERPRET=1`): the real row equals the unpadded output, the padded row is zero:
-`{CPU_TEST_COMMAND}`. FlashInfer does not run on a CPU.
+`TestPaddedDecodeOnTriton`: one request's draft metadata built through
+`get_draft_decode_metadata_batch` with the other rank at 2 requests has 2 rows, the batch
+itself keeps 1 until its step pads it, a batch nothing pads is returned as it is, and the
+real `TritonAttnBackend.forward_decode` (kernels interpreted on the CPU, `TRITON_INTERPRET=1`)
+attends both padded rows, the real one exactly as unpadded.
+`TestPaddedIdleBatchOnFlashInfer`: the real `FlashInferIndicesUpdaterDecode.call_begin_forward`
+with a recording wrapper plans no rows for an idle input padded to 2 rows:
+`{CPU_TEST_COMMAND}`.
 """,
     ),
     Patch(
