@@ -21,6 +21,7 @@ PROVIDERS = {
     "get_eagle_num_aux_hidden_states": "sglang.srt.speculative.eagle_info",
     "parse_eagle_use_aux_hidden_state": "sglang.srt.speculative.eagle_info",
     "validate_eagle_draft_config": "sglang.srt.speculative.eagle_info",
+    "ServerArgs": "sglang.srt.server_args",
     "SpeculativeAlgorithm": "sglang.srt.speculative.spec_info",
 }
 
