@@ -50,6 +50,8 @@ $ python3 -c "import sglang.srt.speculative.multi_layer_eagle_worker"
 NameError: name 'ModelRunner' is not defined
 ```
 
+Reported in https://github.com/sgl-project/sglang/issues/23871.
+
 ## Modifications
 
 Quote the annotation. No behavior change.
@@ -210,6 +212,8 @@ EAGLE-3 drafter says `float16`, Llama-3.1-8B-Instruct says `bfloat16`: the draft
 in float16, shares the target's bfloat16 embedding, and the target's bfloat16 hidden states
 reach its float16 `fc` at the first request:
 `RuntimeError: expected mat1 and mat2 to have the same dtype, but got: c10::Half != c10::BFloat16`.
+https://github.com/sgl-project/sglang/pull/25894 (open) proposes the same choice in
+`EAGLEWorker` alone; this patch makes it in each EAGLE worker.
 
 ## Modifications
 
@@ -492,7 +496,8 @@ Under DP attention an idle rank's batch is padded to the size the ranks agreed o
 padded batch initialises the attention metadata. The Triton and FlashInfer backends read
 `spec_info.kv_indptr` and `kv_indices`; an idle `EagleDraftInput` leaves them `None` and
 `EagleVerifyInput` has no such fields, so the idle rank fails with
-`AttributeError: 'NoneType' object has no attribute 'shape'`.
+`AttributeError: 'NoneType' object has no attribute 'shape'` (the kind of failure
+https://github.com/sgl-project/sglang/pull/28221 fixed later for `EagleDraftExtendInput`).
 `EagleVerifyInput.create_idle_input` also hard-codes `device="cuda"`.
 
 ## Modifications
@@ -537,6 +542,8 @@ backend stops at `decode_attention_fwd`'s `assert q.shape[0] <= kv_indptr.shape[
 (FlashInfer plans the rows it was given). Separately, FlashInfer's decode planner fills
 `global_override_indptr_cpu[1 : bs + 1]` with the cumulative sum of every row of a padded
 idle batch's `seq_lens_cpu`, while the idle input's `kv_indptr` describes none: a shape error.
+The same kind of mismatch (metadata built before `prepare_mlp_sync_batch` inflates the batch)
+was fixed for the TRT-LLM MHA backend in https://github.com/sgl-project/sglang/pull/21649.
 
 ## Modifications
 
@@ -562,8 +569,8 @@ CUDA graphs, are unchanged.
 The metadata is built for the batch the steps run rather than the backends fitting a batch
 to metadata built for another: a mismatch between the two still stops at
 `decode_attention_fwd`'s assert. Building the pointers from `seq_lens` where the input has
-none (as #28221 did for the draft-extend input) does not apply to draft decode, whose KV
-layout includes the draft tokens of each step.
+none (as https://github.com/sgl-project/sglang/pull/28221 did for the draft-extend input)
+does not apply to draft decode, whose KV layout includes the draft tokens of each step.
 
 ## Tests
 
@@ -638,7 +645,8 @@ The speculators library saves EAGLE-3 drafters with `architectures: ["Eagle3Draf
 (`["Eagle3Speculator"]` in its early releases), the decoder layer's config nested under
 `transformer_layer_config`, the aux layer ids and the draft vocabulary at the top level, and
 the weights of the decoder layer under `layers.0.`. `get_config` hands the file to
-`AutoConfig`, which knows no such model type, so none of them load (#18216):
+`AutoConfig`, which knows no such model type, so none of them load
+(https://github.com/sgl-project/sglang/issues/18216):
 
 ```
 ValueError: Unrecognized model in <drafter>. Should have a `model_type` key in its config.json
@@ -671,6 +679,15 @@ names over the same draft model, whose variants the previous patch computes.
 `TestSpeculatorsFormat`: writes speculators-format folders (current and early form, three
 and four aux layers, every refused key), reads them through `get_config` and `ModelConfig`,
 and loads renamed weights into `LlamaForCausalLMEagle3`: `{CPU_TEST_COMMAND}`.
+
+## Accuracy
+
+Measured (outside this PR, on the CPU, float32): drafters written by the speculators
+library's own `save_pretrained` (0.9.0), loaded through `get_config` and `load_weights`,
+give the forward of the library's `Eagle3DraftModel` on the same weights and inputs to 1e-5,
+for every norm variant and 3 and 4 aux layers; tiny speculators-format drafters served on
+the CPU (v1 and v2 workers) give the greedy tokens of the run without speculation. Not
+measured: acceptance with a real speculators checkpoint, and any run on a GPU.
 """,
     ),
     Patch(
