@@ -14,6 +14,7 @@ docs/fork-tests.md, whose sampled rows this file checks.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -76,7 +77,7 @@ CI_SAMPLE = (
     "rule start-up: EagleDraftWorker.__init__ as in 0.5.11",
     "target capture: layer ids shifted by one",
     "idle: v2 draft-extend input without a pointer row",
-    "padded decode: Triton zeroes the wrong rows",
+    "padded draft metadata: built for the unpadded batch",
     "PD buffers: prefill side takes the extend width without aux",
     "speculators config: top-level ids dropped",
     "speculators config: ids read as SGLang's",
@@ -259,12 +260,26 @@ def e2e_probe(patched_root, libcuda_stub):
 
 def test_gpu_test_imports_against_the_patched_tree(e2e_probe):
     assert e2e_probe["module_file"] == str(GPU_TEST)
-    # SGLang 0.5.11's own EAGLE-3 test pair: a float16 drafter for a bfloat16 target
-    assert e2e_probe["defaults"] == [
-        "meta-llama/Llama-3.1-8B-Instruct",
-        "lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B",
-    ]
     assert 0 < e2e_probe["request_timeout"] <= 300
+
+
+def test_gpu_test_builds_its_models_offline(e2e_probe):
+    """The file writes a tiny pair itself (the probe runs with HF_HUB_OFFLINE=1): a float16
+    drafter, narrower than its bfloat16 target, naming four of its layers, which the
+    patched tree's start-up validation accepts."""
+    folder = e2e_probe["models_under"]
+    assert all(path.startswith(folder) for path in e2e_probe["models"])
+    assert e2e_probe["dtypes"] == ["bfloat16", "float16"]
+    assert e2e_probe["hidden_sizes"] == [256, 128]
+    assert len(e2e_probe["aux_layer_ids"]) == 4
+    assert e2e_probe["validated"] is True
+
+
+def test_gpu_tests_do_not_rely_on_their_order(e2e_probe):
+    """No test is named to run before another (``test_a_...``): each stands alone."""
+    for server in e2e_probe["servers"].values():
+        assert len(server["tests"]) == 3
+        assert not any(re.match(r"test_[a-z]_", name) for name in server["tests"]), server["tests"]
 
 
 @pytest.mark.parametrize(
@@ -276,9 +291,11 @@ def test_gpu_test_imports_against_the_patched_tree(e2e_probe):
 )
 def test_gpu_test_serves_eagle3_under_dp_attention(e2e_probe, server, overlap, worker):
     args = e2e_probe["servers"][server]
-    assert args["model_path"] == e2e_probe["defaults"][0]
+    assert args["model_path"] == e2e_probe["models"][0]
     assert args["speculative_algorithm"] == "EAGLE3"
-    assert args["speculative_draft_model_path"] == e2e_probe["defaults"][1]
+    assert args["speculative_draft_model_path"] == e2e_probe["models"][1]
+    # the tiny models have no tokenizer
+    assert args["skip_tokenizer_init"] is True
     # each model keeps its own dtype
     assert args["dtype"] == "auto"
     # two attention-DP ranks on two GPUs: one request leaves a rank idle

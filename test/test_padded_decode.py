@@ -3,7 +3,8 @@ metadata was built runs on the real Triton decode attention, on the CPU; 0.5.11'
 
 Runs test/support/padded_decode_probe.py in the pristine 0.5.11 tree and in the patched tree,
 side by side: this rank's decode batch (1 request) initialises ``TritonAttnBackend``'s
-metadata, SGLang's own ``prepare_mlp_sync_batch`` pads it to the other rank's 2 requests (MAX_LEN
+metadata (patched: for the batch as DP attention will pad it, ``get_draft_decode_metadata_batch``),
+SGLang's own ``prepare_mlp_sync_batch`` pads it to the other rank's 2 requests (MAX_LEN
 padding), and the real ``forward_decode`` runs its Triton kernels (interpreted) on the padded
 query. That is the order ``EAGLEWorker.draft`` runs them in without CUDA graphs; the served
 cases ``eagle3-dp-attention-3-requests-v1`` and ``-v2`` of ``smoke`` (docs/smoke.md) are the end
@@ -39,20 +40,30 @@ def probes(pristine_root, patched_root, libcuda_stub):
 def test_the_batch_is_padded_after_its_metadata_was_built(probes):
     for probe in probes.values():
         assert probe["kv_indptr"] == [0, 5]  # one request of 5 tokens
+        assert probe["batch_size_after_the_metadata"] == 1  # the batch itself untouched
         assert (probe["padding"], probe["padded_batch_size"]) == ("MAX_LEN", 2)
 
 
-def test_patched_decode_attends_the_real_rows_and_zeroes_the_padded_ones(probes):
+def test_the_patched_draft_builds_the_metadata_for_the_padded_batch(probes):
+    patched = probes["patched"]
+    assert patched["draft_metadata_helper"] is True
+    assert patched["draft_kv_indptr"][:2] == [0, 5]
+    assert len(patched["draft_kv_indptr"]) == patched["padded_batch_size"] + 1
+
+
+def test_patched_decode_attends_every_row_and_the_real_one_as_unpadded(probes):
     patched = probes["patched"]
     assert patched["outcome"] == "ok", patched.get("error")
     assert patched["output_rows"] == 2
-    # The real row is what the same query gives unpadded on the same metadata.
+    # The real row is what the same query gives unpadded on the same KV.
     assert patched["real_row_max_difference"] == 0.0
-    assert patched["padded_rows_max_abs"] == 0.0
+    assert patched["finite"] is True
 
 
 def test_pristine_decode_attention_stops_at_the_padded_rows(probes):
     pristine = probes["pristine"]
+    assert pristine["draft_metadata_helper"] is False
+    assert pristine["draft_kv_indptr"] == [0, 5]
     assert pristine["outcome"] == "error"
     assert pristine["error"].startswith("AssertionError")
     assert pristine["where"] == "layers/attention/triton_ops/decode_attention.py"

@@ -94,7 +94,7 @@ def test_every_site_is_listed_with_the_lines_check_finds(printed, release):
 
 def test_the_series_is_described_in_order_in_sglangs_terms(printed):
     description = _description(printed)
-    positions = [description.find(f". {p.subject}\n") for p in series.PATCHES]
+    positions = [description.find(f". {p.subject}\n") for p in series.patches()]
     assert -1 not in positions and positions == sorted(positions)
     assert printed.startswith("# [Spec] ")
     assert not FOREIGN.search(description), FOREIGN.search(description).group(0)

@@ -615,56 +615,48 @@ def test_flashinfer_decode_override_sums_the_rows_kv_indptr_has():
         rewrite(file, missing, FlashInferIdleRule)
 
 
-def test_triton_decode_attends_the_rows_kv_indptr_has():
-    from sglang_eagle_sizing.rules.triton_padded_decode import TritonPaddedDecodeRule
+def test_the_draft_builds_its_attention_metadata_for_the_batch_dp_attention_pads():
+    from sglang_eagle_sizing.rules.draft_metadata import DraftMetadataRule
 
-    file = "layers/attention/triton_backend.py"
+    file = "speculative/eagle_worker.py"
     before = """
-    class TritonAttnBackend:
-        def forward_decode(self, q, k, v, layer, forward_batch):
-            o = torch.empty_like(q)
-            kv_indptr = self.forward_metadata.kv_indptr
-            self.decode_attention_fwd(
-                q.view(-1, layer.tp_q_head_num, layer.qk_head_dim),
-                k_buffer,
-                v_buffer,
-                o.view(-1, layer.tp_q_head_num, layer.v_head_dim),
-                kv_indptr,
-                kv_indices,
-            )
-            return o
+    class EAGLEWorker:
+        def draft(self, batch):
+            if can_cuda_graph:
+                pass
+            else:
+                if not forward_batch.forward_mode.is_idle():
+                    self.draft_attn_backend.init_forward_metadata(forward_batch)
+                out = self.draft_forward(forward_batch)
     """
-    after, findings = rewrite(file, before, TritonPaddedDecodeRule)
+    after, findings = rewrite(file, before, DraftMetadataRule)
     expected = """
-    class TritonAttnBackend:
-        def forward_decode(self, q, k, v, layer, forward_batch):
-            o = torch.empty_like(q)
-            kv_indptr = self.forward_metadata.kv_indptr
-            # Under DP attention a draft decode batch is padded after its metadata was
-            # built (no CUDA graph): attend the rows kv_indptr has, zero the rest.
-            num_rows = kv_indptr.shape[0] - 1
-            if q.shape[0] > num_rows:
-                o[num_rows:] = 0
-            self.decode_attention_fwd(
-                q[:num_rows].view(-1, layer.tp_q_head_num, layer.qk_head_dim),
-                k_buffer,
-                v_buffer,
-                o[:num_rows].view(-1, layer.tp_q_head_num, layer.v_head_dim),
-                kv_indptr,
-                kv_indices,
-            )
-            return o
+    class EAGLEWorker:
+        def draft(self, batch):
+            if can_cuda_graph:
+                pass
+            else:
+                if not forward_batch.forward_mode.is_idle():
+                    # DP attention pads each draft step's batch: build for the padded one.
+                    self.draft_attn_backend.init_forward_metadata(
+                        get_draft_decode_metadata_batch(
+                            forward_batch, self.draft_model_runner
+                        )
+                    )
+                out = self.draft_forward(forward_batch)
     """
     assert after == textwrap.dedent(expected)
-    assert [(f.line, f.label, f.status) for f in findings] == [(6, "padded-decode", "unrouted")]
-    assert_idempotent(file, after, TritonPaddedDecodeRule)
+    assert [(f.line, f.label, f.status) for f in findings] == [
+        (8, "padded-draft-metadata", "unrouted")
+    ]
+    assert_idempotent(file, after, DraftMetadataRule)
 
-    other = before.replace("q.view(-1", "query.view(-1")
-    with pytest.raises(RewriteError, match="triton_backend.py:6: .*argument 1 .*expected q.view"):
-        rewrite(file, other, TritonPaddedDecodeRule)
-    missing = before.replace("self.decode_attention_fwd(", "self.other_kernel(")
-    with pytest.raises(RewriteError, match="triton_backend.py:3: .*found 0"):
-        rewrite(file, missing, TritonPaddedDecodeRule)
+    other = before.replace("init_forward_metadata(forward_batch)", "init_forward_metadata(fb)")
+    with pytest.raises(RewriteError, match="eagle_worker.py:8: .*expected forward_batch"):
+        rewrite(file, other, DraftMetadataRule)
+    missing = before.replace("self.draft_attn_backend.init_forward_metadata", "self.other.init_forward_metadata")
+    with pytest.raises(RewriteError, match="EAGLEWorker.draft: no .*init_forward_metadata"):
+        rewrite(file, missing, DraftMetadataRule)
 
 
 def test_v2_draft_extend_input_of_an_idle_batch_gets_the_index_pointers():

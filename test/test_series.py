@@ -26,7 +26,7 @@ from series_check import (  # noqa: E402
     write_series,
 )
 
-from sglang_eagle_sizing import concerns, series  # noqa: E402
+from sglang_eagle_sizing import concerns, fork_test_slices, series  # noqa: E402
 from sglang_eagle_sizing.cli import main as cli_main  # noqa: E402
 
 #: the commits whose fork test CI runs (1-based): the first with the worker harness (the
@@ -48,24 +48,42 @@ def written(checkout_source, tmp_path_factory):
 
 
 def test_git_am_of_the_series_leaves_the_tree_apply_writes(written, tmp_path):
+    """All but the GPU end-to-end test, which the default series leaves out."""
     checkout, clone, _, patches, commits = written
-    assert len(commits) == len(patches) == len(series.PATCHES)
+    assert len(commits) == len(patches) == len(series.patches()) == len(series.PATCHES) - 1
     applied = tmp_path / "applied"
     shutil.copytree(checkout, applied, symlinks=True)
     assert cli_main(["apply", "--quiet", str(applied)]) == 0
+    gpu_test = Path(fork_test_slices.E2E_TEST)
+    assert (applied / gpu_test).is_file() and not (clone / gpu_test).exists()
     result = subprocess.run(
-        ["diff", "-r", "-x", ".git", str(applied), str(clone)], capture_output=True, text=True
+        ["diff", "-r", "-x", ".git", "-x", gpu_test.name, str(applied), str(clone)],
+        capture_output=True, text=True,
     )
     assert result.returncode == 0, result.stdout[:2000]
+
+
+def test_the_gpu_test_is_an_opt_in_last_patch_of_that_file_alone():
+    """``pr --with-gpu-test`` adds the GPU end-to-end test as the last patch: no rule writes
+    its concern, so the patch is the test file alone."""
+    from sglang_eagle_sizing.patch import inserted_test_files
+    from sglang_eagle_sizing.rules import RULES
+
+    assert series.patches(gpu_test=True) == series.PATCHES
+    assert series.patches()[-1].concern != concerns.E2E_TEST
+    assert not any(concerns.E2E_TEST in rule.concerns for rule in RULES)
+    with concerns.only(p.concern for p in series.patches()):
+        assert fork_test_slices.E2E_TEST not in inserted_test_files()
+    assert fork_test_slices.E2E_TEST in inserted_test_files()
 
 
 def test_each_commit_keeps_its_subject_in_sglangs_style(written):
     _, clone, _, _, _ = written
     subjects = subprocess.run(
-        ["git", "log", "--reverse", "--format=%s", f"HEAD~{len(series.PATCHES)}..HEAD"],
+        ["git", "log", "--reverse", "--format=%s", f"HEAD~{len(series.patches())}..HEAD"],
         cwd=clone, capture_output=True, text=True, check=True,
     ).stdout.splitlines()
-    assert subjects == [p.subject for p in series.PATCHES]
+    assert subjects == [p.subject for p in series.patches()]
     assert all(re.match(r"\[(Spec|Attention)\] [A-Z]", s) for s in subjects)
 
 

@@ -80,6 +80,7 @@ TEST_CONCERNS: dict[str, str] = {
     "TestIdleInputsCarryAttentionIndices": IDLE_INPUTS,
     "TestPaddedIdleBatchOnTriton": IDLE_INPUTS,
     "TestPaddedDecodeOnTriton": ATTENTION_BACKENDS,
+    "TestPaddedIdleBatchOnFlashInfer": ATTENTION_BACKENDS,
 }
 
 

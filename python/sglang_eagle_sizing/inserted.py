@@ -64,8 +64,8 @@ def _config_path(model_config) -> str:
 def _invalid_draft_config(
     key: str, value, expected: str, draft_path: str, target_path: Optional[str]
 ) -> ValueError:
-    """The one form of every refusal of a drafter: the key (``None``: missing), its
-    value, what was expected, and the config paths."""
+    """Build the error raised for an invalid draft model config: the key (``None``
+    when it is missing), its value, what was expected and the config paths."""
     where = f"the draft model config {draft_path}"
     if target_path is not None:
         where += f" for the target model config {target_path}"
@@ -234,9 +234,9 @@ def get_eagle_num_aux_hidden_states(draft_hf_config) -> int:
     )
 
 
-def get_eagle_draft_model_config(server_args):
-    """The ``ModelConfig`` the draft ``TpModelWorker`` builds, read from the config
-    alone, before the draft weights load."""
+def get_eagle_draft_model_config(server_args: ServerArgs):
+    """Build the draft ``ModelConfig`` as the draft ``TpModelWorker`` does, from the
+    config alone, before the draft weights load."""
     from sglang.srt.configs.model_config import ModelConfig
 
     return ModelConfig.from_server_args(
@@ -328,7 +328,7 @@ DTYPE_HELPERS = '''
 def get_eagle_draft_dtype(
     server_args_dtype: str, draft_model_config, target_model_config
 ) -> str:
-    """The ``--dtype`` the draft model is built with.
+    """Return the ``--dtype`` the draft model is built with.
 
     An EAGLE draft model consumes the target's hidden states and shares its embedding
     (and often its lm_head), so it must compute in the target's dtype. At ``--dtype
@@ -348,12 +348,37 @@ def get_eagle_draft_dtype(
     return target_dtype
 '''
 
+#: What the EAGLE draft builds its steps' attention metadata for (``attention-backends``): under
+#: DP attention, the batch as each step's ``ModelRunner.forward`` will pad it.
+DRAFT_METADATA_HELPER_NAME = "get_draft_decode_metadata_batch"
+DRAFT_METADATA_HELPERS = '''
+def get_draft_decode_metadata_batch(forward_batch, draft_model_runner):
+    """Return the batch to build the attention metadata of the draft decode steps for.
+
+    Under DP attention each step's ``ModelRunner.forward`` pads the batch to the size
+    the ranks agreed on (``prepare_mlp_sync_batch``), after the metadata of every step
+    is built. Where it pads, this is a copy padded the same way; elsewhere the batch.
+    """
+    if forward_batch.global_num_tokens_cpu is None:
+        return forward_batch
+    padded = copy(forward_batch)
+    padded.spec_info = copy(forward_batch.spec_info)
+    padded.global_num_tokens_cpu = list(forward_batch.global_num_tokens_cpu)
+    if forward_batch.lora_ids is not None:
+        padded.lora_ids = list(forward_batch.lora_ids)
+    padded.prepare_mlp_sync_batch(draft_model_runner)
+    if padded.batch_size == forward_batch.batch_size:
+        return forward_batch
+    return padded
+'''
+
 #: What each concern inserts at the top of ``eagle_info.py``, in the order it stands there.
 HELPERS_BY_CONCERN = {
     "parser": PARSER_HELPERS,
     "validation": VALIDATION_HELPERS,
     "dtype": DTYPE_HELPERS,
     "routing": ROUTING_HELPERS,
+    "attention-backends": DRAFT_METADATA_HELPERS,
 }
 HELPERS = "\n".join(HELPERS_BY_CONCERN.values())
 
@@ -489,7 +514,7 @@ class LlamaModel:
     def project_hidden_states(
         self, hidden_states: torch.Tensor, forward_batch: ForwardBatch
     ) -> torch.Tensor:
-        """The hidden states the mid layer reads, decided by what the step is.
+        """Return the hidden states the mid layer reads, by the forward mode.
 
         A draft decode step carries the draft model's own hidden states. An extend
         or draft-extend step carries the target's: with aux hidden states, the
@@ -595,7 +620,7 @@ APPLY_FC = "self.apply_fc"
 APPLY_FC_METHOD = '''
 class LlamaModel:
     def apply_fc(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """fc of the aux hidden states, after the norms the drafter declares."""
+        """Apply fc to the aux hidden states, after the norms the drafter declares."""
         if self.input_norm is not None:
             hidden_states = self.input_norm(hidden_states)
         if self.fc_norm is not None:

@@ -1,8 +1,10 @@
 """``sglang-eagle-sizing pr [--series DIR] [PATH]``: the change as SGLang's reviewers take it.
 
-With ``--series DIR``: one ``git format-patch`` file per concern (``series.PATCHES``), which
+With ``--series DIR``: one ``git format-patch`` file per concern (``series.patches``), which
 ``git am --keep-non-patch DIR/*.patch`` applies in order on a git checkout of the release,
-leaving the tree ``apply`` writes. Without it: the same descriptions as one cover letter (the
+leaving the tree ``apply`` writes but for the GPU end-to-end test file, which has never run
+and comes only with ``--with-gpu-test`` (as the last patch). Without ``--series``: the same
+descriptions as one cover letter (the
 table of sites generated from ``sites.SITES`` and the lines the rules find), then the whole
 diff. On a checkout already patched, the change is written against its release tag. Nothing
 is written to the tree.
@@ -16,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import series
+from . import concerns, series
 from .engine import Finding
 from .patch import SITE_LABELS, TreeReport, check_tree, rewrite_tree
 from .sites import SITES, Site
@@ -86,6 +88,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write the change as git format-patch files into DIR (created if missing)",
     )
     parser.add_argument(
+        "--with-gpu-test",
+        action="store_true",
+        help="also write the GPU end-to-end test (two GPUs, CUDA suite) as the last patch; "
+        "left out by default: it has never run",
+    )
+    parser.add_argument(
         "--author",
         metavar="'NAME <EMAIL>'",
         help="the From: of each patch; default: the checkout's git user.name and user.email",
@@ -107,10 +115,12 @@ def run(args: argparse.Namespace) -> int:
                     "no author for the patches: pass --author 'NAME <EMAIL>' or set "
                     "git user.name and user.email"
                 )
-            for path in series.write_series(tree, Path(args.series), author):
+            for path in series.write_series(
+                tree, Path(args.series), author, args.with_gpu_test
+            ):
                 print(path)
             return OK
-        text = pull_request(tree)
+        text = pull_request(tree, args.with_gpu_test)
     except (PrError, TreeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ERROR
@@ -184,10 +194,13 @@ def _demoted(body: str) -> str:
     return re.sub(r"^## ", "#### ", body, flags=re.MULTILINE).rstrip()
 
 
-def pull_request(tree) -> str:
-    """The cover letter, then the whole diff (against the release tag on a patched checkout)."""
+def pull_request(tree, gpu_test: bool = False) -> str:
+    """The cover letter, then the whole diff (against the release tag on a patched checkout);
+    the GPU end-to-end test only with ``gpu_test``."""
     release = series.release_of(tree)
-    report: TreeReport = rewrite_tree(release)
+    written = series.patches(gpu_test)
+    with concerns.only(p.concern for p in written):
+        report: TreeReport = rewrite_tree(release)
     if report.unknown or report.missing:
         raise PrError(f"{tree.srt}: sizing sites the rules cannot handle; run check")
     if not report.changed and not report.tests_to_add:
@@ -199,12 +212,12 @@ def pull_request(tree) -> str:
         SUMMARY.format(
             sites=sum(len(c.lines) for c in changes),
             files=len(files),
-            count=len(series.PATCHES),
+            count=len(written),
         ).split("\n"),
         sites_section(changes),
         ["## The series"],
     ]
-    for number, patch in enumerate(series.PATCHES, start=1):
+    for number, patch in enumerate(written, start=1):
         sections.append([f"### {number}. {patch.subject}", "", _demoted(patch.body)])
     sections.append(["## The diff"])
     description = "\n\n".join("\n".join(section).rstrip("\n") for section in sections)

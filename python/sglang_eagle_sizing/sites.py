@@ -247,13 +247,18 @@ FLASHINFER_DECODE = (
 #: (``rules/idle_attention.py``).
 V2_EXTEND_INPUT_FILE = SPEC + "eagle_info_v2.py"
 
-#: Triton's decode attention, which a batch padded after its metadata was built reaches under
-#: DP attention (the EAGLE draft steps without CUDA graphs): it needs a guard
-#: (``rules/triton_padded_decode.py``).
-TRITON_DECODE = ("layers/attention/triton_backend.py", "TritonAttnBackend.forward_decode")
+#: Where the EAGLE draft builds the attention metadata of its steps without CUDA graphs, before
+#: DP attention pads the batch (``rules/draft_metadata.py``): the worker's draft model runner.
+DRAFT_METADATA_CALLS: dict[tuple[str, str], str] = {
+    (SPEC + "eagle_worker.py", "EAGLEWorker.draft"): "self.draft_model_runner",
+    (SPEC + "eagle_worker_v2.py", "EagleDraftWorker.draft"): "self.draft_runner",
+}
 
 SITE_FILES = tuple(
-    sorted({*SITE_FILES, FLASHINFER_DECODE[0], TRITON_DECODE[0], V2_EXTEND_INPUT_FILE})
+    sorted(
+        {*SITE_FILES, FLASHINFER_DECODE[0], V2_EXTEND_INPUT_FILE}
+        | {file for file, _ in DRAFT_METADATA_CALLS}
+    )
 )
 
 #: Where ``get_config`` reads a model's config (``rules/speculators_format.py``): its own

@@ -3,7 +3,9 @@
 Runs with the patched SGLang first on the path and the libcuda stub loaded (``create_worker``
 imports the worker modules). Usage: ``python e2e_server_args_probe.py E2E_TEST_FILE``.
 
-For each server class of the file: the launch arguments (EagleServerBase's speculative
+First the two tiny models the file writes (``write_tiny_models``, offline), read by SGLang's
+``ModelConfig`` and checked by the patched tree's ``validate_eagle_draft_config``. For each
+server class of the file: the launch arguments (EagleServerBase's speculative
 arguments from the class attributes, then the class's extra arguments) parsed by SGLang's own
 ``ServerArgs`` command line, and the worker class ``SpeculativeAlgorithm.create_worker`` picks
 for them. ``ServerArgs.__post_init__`` is not run: it needs an accelerator.
@@ -13,7 +15,9 @@ import argparse
 import importlib.util
 import inspect
 import json
+import shutil
 import sys
+import tempfile
 
 
 def launch_argv(cls, extra_args):
@@ -37,14 +41,31 @@ def main() -> None:
     e2e = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(e2e)
 
+    from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.server_args import ServerArgs
+    from sglang.srt.speculative.eagle_info import validate_eagle_draft_config
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
     from sglang.test.server_fixtures.eagle_fixture import EagleServerBase
 
-    out = {"module_file": e2e.__file__, "servers": {}}
+    folder = tempfile.mkdtemp()
+    target_path, draft_path = e2e.write_tiny_models(folder)
+    target = ModelConfig(target_path)
+    draft = ModelConfig(draft_path, is_draft_model=True)
+    validate_eagle_draft_config(SpeculativeAlgorithm.EAGLE3, draft, target)
+    out = {
+        "module_file": e2e.__file__,
+        "servers": {},
+        "models_under": folder,
+        "models": [target_path, draft_path],
+        "dtypes": [str(c.dtype).replace("torch.", "") for c in (target, draft)],
+        "hidden_sizes": [target.hidden_size, draft.hidden_size],
+        "aux_layer_ids": draft.hf_config.eagle_config["eagle_aux_hidden_state_layer_ids"],
+        "validated": True,
+    }
     for name, cls in inspect.getmembers(e2e, inspect.isclass):
         if not (issubclass(cls, EagleServerBase) and name.startswith("Test")):
             continue
+        cls.target_model, cls.draft_model = target_path, draft_path
         parser = argparse.ArgumentParser()
         ServerArgs.add_cli_args(parser)
         args = parser.parse_args(launch_argv(cls, e2e.dp_attention_server_args(cls.spec_v2)))
@@ -64,11 +85,14 @@ def main() -> None:
             "cuda_graph_max_bs": args.cuda_graph_max_bs,
             "max_running_requests": args.max_running_requests,
             "worker": algorithm.create_worker(args).__name__,
-            "tear_down_waits": "wait_timeout" in inspect.getsource(cls.tearDownClass),
+            "tear_down_waits": "wait_timeout" in inspect.getsource(EagleServerBase.tearDownClass)
+            and "super().tearDownClass()" in inspect.getsource(cls.tearDownClass),
+            "skip_tokenizer_init": args.skip_tokenizer_init,
+            "tests": sorted(n for n in dir(cls) if n.startswith("test")),
         }
-    out["defaults"] = [e2e.DEFAULT_TARGET_MODEL_EAGLE3, e2e.DEFAULT_DRAFT_MODEL_EAGLE3]
     out["request_timeout"] = e2e.REQUEST_TIMEOUT
     print("PROBE-JSON " + json.dumps(out))
+    shutil.rmtree(folder)
 
 
 if __name__ == "__main__":

@@ -772,15 +772,27 @@ PATH_MUTATIONS = [
         ),
     ),
     (
-        "padded decode: Triton zeroes the wrong rows",
-        "TritonAttnBackend.forward_decode zeroes o[: q.shape[0] - num_rows] instead of "
-        "the padded rows o[num_rows:]",
-        "layers/attention/triton_backend.py",
+        "padded draft metadata: built for the unpadded batch",
+        "get_draft_decode_metadata_batch gives the batch as it is: the draft steps' metadata "
+        "has the rows of the batch before DP attention pads it",
+        "speculative/eagle_info.py",
         lambda t: _replace_in_function(
             t,
-            "TritonAttnBackend.forward_decode",
-            "o[num_rows:] = 0",
-            "o[: q.shape[0] - num_rows] = 0",
+            "get_draft_decode_metadata_batch",
+            "if padded.batch_size == forward_batch.batch_size:",
+            "if True:",
+        ),
+    ),
+    (
+        "padded idle batch: FlashInfer sums every row",
+        "FlashInferIndicesUpdaterDecode.call_begin_forward sums the padded idle batch's "
+        "seq_lens_cpu over every row, not the rows the idle input's kv_indptr has",
+        "layers/attention/flashinfer_backend.py",
+        lambda t: _replace_in_function(
+            t,
+            "FlashInferIndicesUpdaterDecode.call_begin_forward",
+            "seq_lens_cpu[:bs], dim=0",
+            "seq_lens_cpu, dim=0",
         ),
     ),
     (

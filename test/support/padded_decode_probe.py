@@ -8,7 +8,8 @@ Runs inside one SGLang tree (pristine 0.5.11 or patched, first on sys.path). Usa
 What the EAGLE draft steps do under DP attention without CUDA graphs, on a rank with fewer
 requests than the other (``EAGLEWorker.draft``: metadata first, then each step's
 ``ModelRunner.forward`` pads): the real ``TritonAttnBackend.init_forward_metadata`` on this
-rank's decode batch (1 request), the real ``ForwardBatch.prepare_mlp_sync_batch`` with
+rank's decode batch (1 request; in a patched tree, on ``get_draft_decode_metadata_batch``
+of it, as the patched draft builds it), the real ``ForwardBatch.prepare_mlp_sync_batch`` with
 ``global_num_tokens = [2, 1]`` (the other rank holds 2; SGLang picks MAX_LEN padding, so this
 batch becomes 2 rows), then the real ``TritonAttnBackend.forward_decode`` (and its Triton
 kernels, interpreted) on the padded query. The same query unpadded, on the same metadata, is
@@ -104,6 +105,17 @@ def main():
     v = torch.randn((1, kv_heads * dim))
     reference = backend.forward_decode(q, k, v, layer, batch)
 
+    # What EAGLEWorker.draft builds the steps' metadata for: the batch as it is in the
+    # release, the batch DP attention will pad in a tree that has the patch's helper.
+    from sglang.srt.speculative import eagle_info
+
+    helper = getattr(eagle_info, "get_draft_decode_metadata_batch", None)
+    out["draft_metadata_helper"] = helper is not None
+    with without_pinned_memory():
+        backend.init_forward_metadata(batch if helper is None else helper(batch, runner))
+    out["draft_kv_indptr"] = backend.forward_metadata.kv_indptr.tolist()
+    out["batch_size_after_the_metadata"] = batch.batch_size
+
     with without_pinned_memory():
         batch.prepare_mlp_sync_batch(runner)
     out["padding"] = batch.dp_padding_mode.name
@@ -123,7 +135,7 @@ def main():
         out["outcome"] = "ok"
         out["output_rows"] = o.shape[0]
         out["real_row_max_difference"] = (o[:1] - reference).abs().max().item()
-        out["padded_rows_max_abs"] = o[1:].abs().max().item()
+        out["finite"] = bool(torch.isfinite(o).all())
     print("PROBE-JSON " + json.dumps(out))
 
 

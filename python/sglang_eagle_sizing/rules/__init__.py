@@ -7,6 +7,7 @@ from .annotations import TypeCheckingAnnotationRule
 from .aux_flag import AuxFlagRule
 from .contract import ContractRule
 from .disaggregation import MetadataBufferRule
+from .draft_metadata import DraftMetadataRule
 from .draft_runner import DraftRunnerRule
 from .drafter_fc import DrafterFcRule
 from .eagle3_norm_variants import Eagle3NormVariantsRule
@@ -18,7 +19,6 @@ from .idle_inputs import IdleInputRule
 from .imports import ImportRule
 from .speculators_format import SpeculatorsConfigRule, SpeculatorsWeightNamesRule
 from .target_capture import TargetCaptureRule
-from .triton_padded_decode import TritonPaddedDecodeRule
 
 RULES = (
     ContractRule,
@@ -28,7 +28,7 @@ RULES = (
     ExtendIdleRule,
     IdleAttentionRule,
     FlashInferIdleRule,
-    TritonPaddedDecodeRule,
+    DraftMetadataRule,
     BufferRule,
     MetadataBufferRule,
     TargetCaptureRule,

@@ -10,7 +10,15 @@ from collections.abc import Iterator
 import libcst as cst
 
 from .. import inserted
-from ..concerns import DTYPE, EXTEND_WIDTH, PARSER, ROUTING, VALIDATION, enabled
+from ..concerns import (
+    ATTENTION_BACKENDS,
+    DTYPE,
+    EXTEND_WIDTH,
+    PARSER,
+    ROUTING,
+    VALIDATION,
+    enabled,
+)
 from ..engine import Finding, Rule
 from ..sites import CONTRACT_FILE, DecodePhase, ExtendPhase
 from ..syntax import statements
@@ -61,7 +69,7 @@ def _blank(node: cst.CSTNode, count: int) -> cst.CSTNode:
 
 
 class ContractRule(Rule):
-    concerns = (PARSER, VALIDATION, DTYPE, ROUTING)
+    concerns = (PARSER, VALIDATION, DTYPE, ROUTING, ATTENTION_BACKENDS)
     files = frozenset({CONTRACT_FILE})
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef):

@@ -15,11 +15,13 @@ from ..syntax import code_of, dotted, statement
 PROVIDERS = {
     "EagleDraftInput": "sglang.srt.speculative.eagle_info",
     "EagleDraftExtendInput": "sglang.srt.speculative.eagle_info",
+    "get_draft_decode_metadata_batch": "sglang.srt.speculative.eagle_info",
     "get_eagle_draft_dtype": "sglang.srt.speculative.eagle_info",
     "get_eagle_draft_model_config": "sglang.srt.speculative.eagle_info",
     "get_eagle_num_aux_hidden_states": "sglang.srt.speculative.eagle_info",
     "parse_eagle_use_aux_hidden_state": "sglang.srt.speculative.eagle_info",
     "validate_eagle_draft_config": "sglang.srt.speculative.eagle_info",
+    "ServerArgs": "sglang.srt.server_args",
     "SpeculativeAlgorithm": "sglang.srt.speculative.spec_info",
 }
 

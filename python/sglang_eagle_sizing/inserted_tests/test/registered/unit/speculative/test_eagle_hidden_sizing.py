@@ -61,6 +61,7 @@ from sglang.srt.speculative.eagle_info import (
     EagleDraftExtendInput,
     EagleDraftInput,
     EagleVerifyInput,
+    get_draft_decode_metadata_batch,
     get_eagle_aux_hidden_state_layer_ids,
     get_eagle_num_aux_hidden_states,
     parse_eagle_use_aux_hidden_state,
@@ -947,11 +948,12 @@ class TestPaddedIdleBatchOnTriton(WorkerTestCase):
 
 
 class TestPaddedDecodeOnTriton(CustomTestCase):
-    """Under DP attention without CUDA graphs a draft decode batch is padded to the other
-    rank's token count after its attention metadata was built (``EAGLEWorker.draft``:
-    metadata first, then each step's forward pads). This rank holds 1 request, the other
-    2: the real ``TritonAttnBackend.forward_decode`` (its kernels interpreted) on the padded
-    query attends the real row as unpadded and leaves the padded row zero."""
+    """Under DP attention without CUDA graphs each EAGLE draft step's forward pads the
+    batch to the other rank's token count, after the metadata of every step was built
+    (``EAGLEWorker.draft``). ``get_draft_decode_metadata_batch`` gives the metadata the
+    padded batch: this rank holds 1 request, the other 2, and the real
+    ``TritonAttnBackend.forward_decode`` (its kernels interpreted) attends both rows of
+    the padded query, the real one as it does unpadded."""
 
     SEQ_LEN = 5
 
@@ -970,6 +972,7 @@ class TestPaddedDecodeOnTriton(CustomTestCase):
         dim = config.head_dim
         layer = RadixAttention(heads, dim, dim**-0.5, kv_heads, layer_id=0)
         batch = forward_batch(ForwardMode.DECODE, [cls.SEQ_LEN], None, [2, 1])
+        even = forward_batch(ForwardMode.DECODE, [cls.SEQ_LEN], None, [1, 1])
         q = torch.randn((1, heads * dim))
         k, v = torch.randn((2, 1, kv_heads * dim))
         with attention_dp_rank():
@@ -979,8 +982,11 @@ class TestPaddedDecodeOnTriton(CustomTestCase):
             runner.req_to_token_pool.req_to_token[1, : cls.SEQ_LEN] = slots
             batch.token_to_kv_pool = runner.token_to_kv_pool
             backend.init_forward_metadata(batch)
-            cls.kv_indptr = backend.forward_metadata.kv_indptr.tolist()
             cls.unpadded = backend.forward_decode(q, k, v, layer, batch)
+            cls.not_padded = get_draft_decode_metadata_batch(even, runner) is even
+            backend.init_forward_metadata(get_draft_decode_metadata_batch(batch, runner))
+            cls.kv_indptr = backend.forward_metadata.kv_indptr.tolist()
+            cls.rows_before_the_step = batch.batch_size
             batch.prepare_mlp_sync_batch(runner)
             cls.padded_rows = batch.batch_size
 
@@ -993,17 +999,66 @@ class TestPaddedDecodeOnTriton(CustomTestCase):
                     padded(q), padded(k), padded(v), layer, batch
                 )
 
-    def test_the_batch_is_padded_after_its_metadata(self):
-        self.assertEqual(self.kv_indptr, [0, self.SEQ_LEN])
+    def test_the_metadata_has_the_rows_of_the_padded_batch(self):
+        self.assertEqual(self.kv_indptr[:2], [0, self.SEQ_LEN])
+        self.assertEqual(len(self.kv_indptr), self.padded_rows + 1)
         self.assertEqual(self.padded_rows, 2)
-        self.assertEqual(self.output.shape[0], 2)
+        self.assertEqual(self.rows_before_the_step, 1)
 
-    def test_the_real_row_is_the_unpadded_output(self):
+    def test_a_batch_dp_attention_does_not_pad_is_used_as_it_is(self):
+        self.assertTrue(self.not_padded)
+
+    def test_every_row_is_attended_and_the_real_one_as_unpadded(self):
+        self.assertEqual(self.output.shape[0], 2)
+        self.assertTrue(torch.isfinite(self.output).all())
         torch.testing.assert_close(self.output[:1], self.unpadded, rtol=0, atol=0)
 
-    def test_the_padded_row_is_zero(self):
-        padded = self.output[1:]
-        torch.testing.assert_close(padded, torch.zeros_like(padded), rtol=0, atol=0)
+
+class TestPaddedIdleBatchOnFlashInfer(CustomTestCase):
+    """An idle draft input describes no rows, and DP attention pads its batch to the
+    other rank's 2 requests (``seq_lens_cpu`` of 2 rows). FlashInfer's decode planner
+    (the real ``FlashInferIndicesUpdaterDecode.call_begin_forward``, its wrapper
+    recording the plan) plans the rows the input's ``kv_indptr`` has: none, as no
+    attention runs on an idle batch."""
+
+    def test_the_plan_has_the_rows_of_the_idle_input(self):
+        from sglang.srt.layers.attention import flashinfer_backend
+
+        idle = EagleDraftInput.create_idle_input(
+            device="cpu",
+            hidden_size=256,
+            dtype=torch.bfloat16,
+            topk=1,
+            capture_hidden_mode=None,
+        )
+        planned = []
+        wrapper = SimpleNamespace(begin_forward=lambda *args, **kw: planned.append(args))
+        updater = SimpleNamespace(
+            kv_last_page_len=torch.ones((4,), dtype=torch.int32),
+            num_qo_heads=4,
+            num_kv_heads=2,
+            head_dim=64,
+            data_type=torch.bfloat16,
+            q_data_type=torch.bfloat16,
+        )
+        padded_rows = 2
+        with mock.patch.object(flashinfer_backend, "global_override_indptr_cpu", None):
+            flashinfer_backend.FlashInferIndicesUpdaterDecode.call_begin_forward(
+                updater,
+                wrapper,
+                req_pool_indices=torch.zeros((padded_rows,), dtype=torch.int64),
+                paged_kernel_lens=torch.ones((padded_rows,), dtype=torch.int32),
+                paged_kernel_lens_sum=padded_rows,
+                kv_indptr=None,
+                kv_start_idx=None,
+                spec_info=idle,
+                seq_lens_cpu=torch.ones((padded_rows,), dtype=torch.int32),
+            )
+            self.assertIsNone(flashinfer_backend.global_override_indptr_cpu)
+        ((kv_indptr, kv_indices, kv_last_page_len, *_),) = planned
+        self.assertEqual(kv_indptr.tolist(), [0])
+        self.assertEqual(kv_indices.numel(), 0)
+        self.assertEqual(kv_last_page_len.numel(), 0)
 
 
 def poisoned(empty_like):
