@@ -56,9 +56,11 @@ def test_git_status_shows_only_the_patch_after_apply_and_nothing_after_revert(
     assert not (checkout / "test" / "registered" / "spec").exists()
     assert (checkout / FORK_OWN_TEST).is_file()
     assert not (git_dir / "backup").exists()
-    assert out == (
+    # the summary goes to stderr, as check's does
+    assert (out, err) == (
+        "",
         "reverted SGLang 0.5.11 (git tag v0.5.11) at python/sglang: 15 files restored, "
-        "2 fork test files removed\n"
+        "2 fork test files removed\n",
     )
 
 

@@ -11,6 +11,7 @@ is written to the tree.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from . import series
 from .engine import Finding
 from .patch import SITE_LABELS, TreeReport, check_tree, rewrite_tree
 from .sites import SITES, Site
-from .tree import TreeError
+from .tree import TreeError, display
 
 HELP = (
     "print the change for SGLang's reviewers: a cover letter and the diff, or with --series "
@@ -95,9 +96,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_allow_flag(parser)
 
 
+def output_folder(path: str, option: str) -> Path:
+    """``path`` as a folder to write into, checked before any slow work: a ``TreeError`` (one
+    line) if it is a file, or a folder that cannot be made or written."""
+    from .tree import display
+
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise TreeError(
+            f"{display(folder)}: not a folder ({option} DIR takes a folder); nothing written"
+        )
+    existing = folder
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise TreeError(
+            f"{display(existing)}: not a folder (in {option} {path}); nothing written"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise TreeError(f"{display(existing)}: not writable; nothing written")
+    return folder
+
+
 def run(args: argparse.Namespace) -> int:
     from .cli import locate
 
+    if args.series is not None:
+        output_folder(args.series, "--series")
     tree = locate(args, args.path)
     try:
         if args.series is not None:
@@ -189,9 +214,9 @@ def pull_request(tree) -> str:
     release = series.release_of(tree)
     report: TreeReport = rewrite_tree(release)
     if report.unknown or report.missing:
-        raise PrError(f"{tree.srt}: sizing sites the rules cannot handle; run check")
+        raise PrError(f"{display(tree.srt)}: sizing sites the rules cannot handle; run check")
     if not report.changed and not report.tests_to_add:
-        raise PrError(f"{tree.srt}: nothing to change")
+        raise PrError(f"{display(tree.srt)}: nothing to change")
     changes = site_changes(check_tree(release).findings)
     files = {c.site.file for c in changes}
     sections = [
