@@ -235,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
             return _main(args)
         except KeyboardInterrupt as exc:
             _flush()
+            if sys.stderr.isatty():  # a progress line may be on the screen
+                sys.stderr.write("\r\x1b[K")
             what = exc.what if isinstance(exc, transaction.Interrupted) else ""
             if not what and args.command in ("apply", "revert"):
                 what = f"{args.command} had finished" if _WROTE else "nothing written"

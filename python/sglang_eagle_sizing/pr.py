@@ -1,11 +1,14 @@
-"""``sglang-eagle-sizing pr [--series DIR] [PATH]``: the change as SGLang's reviewers take it.
+"""``sglang-eagle-sizing pr [--series DIR] [--diff] [PATH]``: the change as SGLang's reviewers
+take it.
 
 With ``--series DIR``: one ``git format-patch`` file per concern (``series.PATCHES``), which
 ``git am --keep-non-patch DIR/*.patch`` applies in order on a git checkout of the release,
 leaving the tree ``apply`` writes. Without it: the same descriptions as one cover letter (the
-table of sites generated from ``sites.SITES`` and the lines the rules find), then the whole
-diff. On a checkout already patched, the change is written against its release tag. Nothing
-is written to the tree.
+table of sites generated from ``sites.SITES`` and the lines the rules find, and the files the
+change touches with their line counts) that fits a pull request's description (under
+``COVER_LIMIT`` characters: GitHub takes 65,536); the diff itself is in the patches, or
+appended with ``--diff``. On a checkout already patched, the change is written against its
+release tag. Nothing is written to the tree.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +33,8 @@ HELP = (
 )
 
 OK, ERROR = 0, 2
+#: the most characters the cover letter may have (a GitHub PR description takes 65,536)
+COVER_LIMIT = 60_000
 
 #: Which launch configurations load a file, by a part of its path (every match applies).
 CONFIGS_BY_PATH: tuple[tuple[str, str], ...] = (
@@ -87,6 +93,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write the change as git format-patch files into DIR (created if missing)",
     )
     parser.add_argument(
+        "--diff",
+        action="store_true",
+        help="append the whole diff to the cover letter (too long for a PR description: "
+        "the patches of --series carry it)",
+    )
+    parser.add_argument(
         "--author",
         metavar="'NAME <EMAIL>'",
         help="the From: of each patch; default: the checkout's git user.name and user.email",
@@ -132,15 +144,32 @@ def run(args: argparse.Namespace) -> int:
                     "no author for the patches: pass --author 'NAME <EMAIL>' or set "
                     "git user.name and user.email"
                 )
-            for path in series.write_series(tree, Path(args.series), author):
+            progress = _progress if sys.stderr.isatty() else None
+            for path in series.write_series(tree, Path(args.series), author, progress):
                 print(path)
+            if progress:
+                _progress_done()
             return OK
-        text = pull_request(tree)
+        text = pull_request(tree, with_diff=args.diff)
     except (PrError, TreeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ERROR
     sys.stdout.write(text)
     return OK
+
+
+def _progress(number: int, total: int, subject: str) -> None:
+    """One status line on a terminal, rewritten in place."""
+    width = shutil.get_terminal_size((100, 20)).columns - 1
+    what = f"patch {number}/{total}: {subject}" if number else subject
+    line = f"computing {what}"[:width]
+    sys.stderr.write("\r\x1b[K" + line)
+    sys.stderr.flush()
+
+
+def _progress_done() -> None:
+    sys.stderr.write("\r\x1b[K")
+    sys.stderr.flush()
 
 
 def _fenced(text: str, language: str) -> str:
@@ -209,8 +238,29 @@ def _demoted(body: str) -> str:
     return re.sub(r"^## ", "#### ", body, flags=re.MULTILINE).rstrip()
 
 
-def pull_request(tree) -> str:
-    """The cover letter, then the whole diff (against the release tag on a patched checkout)."""
+def diffstat(report: TreeReport) -> str:
+    """The files the change touches, with lines added and removed (``git diff --stat``'s
+    numbers), fenced."""
+    from .engine import unified_diff
+
+    rows = []
+    for result in report.changed:
+        rows.append((report.tree.key(result.file), result.old_text, result.new_text))
+    for key, data in report.tests_to_add.items():
+        rows.append((key, "", data.decode("utf-8")))
+    lines = []
+    for key, old, new in sorted(rows):
+        body = unified_diff(old, new, "a", "b").splitlines()[2:]
+        added = sum(1 for line in body if line.startswith("+"))
+        removed = sum(1 for line in body if line.startswith("-"))
+        lines.append(f"{key} | +{added} -{removed}")
+    return _fenced("\n".join(lines) + "\n", "")
+
+
+def pull_request(tree, with_diff: bool = False) -> str:
+    """The cover letter (the files and their line counts, not the diff: it would not fit a
+    pull request's description), then with ``with_diff`` the whole diff (against the release
+    tag on a patched checkout)."""
     release = series.release_of(tree)
     report: TreeReport = rewrite_tree(release)
     if report.unknown or report.missing:
@@ -231,6 +281,18 @@ def pull_request(tree) -> str:
     ]
     for number, patch in enumerate(series.PATCHES, start=1):
         sections.append([f"### {number}. {patch.subject}", "", _demoted(patch.body)])
-    sections.append(["## The diff"])
+    sections.append(
+        [
+            "## The diff",
+            "",
+            f"{len(report.changed) + len(report.tests_to_add)} files; the diff of each "
+            "concern is in its patch of the series.",
+            "",
+            diffstat(report).rstrip("\n"),
+        ]
+    )
     description = "\n\n".join("\n".join(section).rstrip("\n") for section in sections)
-    return description + "\n\n" + _fenced(report.diff(), "diff")
+    cover = description + "\n"
+    if with_diff:
+        cover += "\n" + _fenced(report.diff(), "diff")
+    return cover
