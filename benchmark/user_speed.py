@@ -49,7 +49,14 @@ def make_checkout(target: Path) -> Path:
 
 
 def timed(code: Path, cache: Path, cwd: Path, *args: str) -> tuple[float, int]:
-    env = dict(os.environ, PYTHONPATH=str(code), SGLANG_EAGLE_SIZING_CACHE=str(cache))
+    # XDG_CACHE_HOME too: older versions kept check's cache there (SGLANG_EAGLE_SIZING_CACHE_DIR)
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(code),
+        SGLANG_EAGLE_SIZING_CACHE=str(cache),
+        XDG_CACHE_HOME=str(cache / "xdg"),
+    )
+    env.pop("SGLANG_EAGLE_SIZING_CACHE_DIR", None)
     env.setdefault("GIT_AUTHOR_NAME", "fork")
     start = time.perf_counter()
     result = subprocess.run(
@@ -100,10 +107,15 @@ def main() -> None:
         fresh = scratch / f"fresh-{label}"
         shutil.copytree(pristine, fork, symlinks=True)
         shutil.copytree(pristine, fresh, symlinks=True)
+        wheels = cache / "wheels"  # the release wheel is not what is timed
+        wheels.mkdir(parents=True)
+        os.symlink(wheel(), wheels / wheel().name)
         for name, command, where in steps:
             command = tuple(str(scratch / f"series-{label}") if w == "SERIES" else w for w in command)
-            if where == "fresh":  # a new machine: nothing cached
-                shutil.rmtree(cache, ignore_errors=True)
+            if where == "fresh":  # a new machine: nothing cached but the wheel
+                for entry in cache.iterdir():
+                    if entry != wheels:
+                        shutil.rmtree(entry, ignore_errors=True)
             seconds, status = timed(code, cache, fork if where == "fork" else fresh, *command)
             figures.setdefault(name, {})[label] = f"{seconds:.1f} s (exit {status})"
             print(f"{label:6} {name}: {seconds:.1f} s, exit {status}", flush=True)
