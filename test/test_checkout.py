@@ -56,9 +56,11 @@ def test_git_status_shows_only_the_patch_after_apply_and_nothing_after_revert(
     assert not (checkout / "test" / "registered" / "spec").exists()
     assert (checkout / FORK_OWN_TEST).is_file()
     assert not (git_dir / "backup").exists()
-    assert out == (
+    # the summary goes to stderr, as check's does
+    assert (out, err) == (
+        "",
         "reverted SGLang 0.5.11 (git tag v0.5.11) at python/sglang: 14 files restored, "
-        "2 fork test files removed\n"
+        "2 fork test files removed\n",
     )
 
 
@@ -172,7 +174,14 @@ def test_an_installed_package_gets_no_test_files(tree, stand_in_tests, tmp_path)
 
 
 def test_the_pr_diff_carries_the_test_files(checkout, stand_in_tests):
-    code, text, err = run("pr", str(checkout))
+    """The CPU test always, the GPU end-to-end test only with --with-gpu-test (it has never
+    run); the fork's own CPU test file is carried whole, not sliced by concern."""
+    code, text, err = run("pr", "--diff", str(checkout))
+    assert code == 0, err
+    cpu, gpu = sorted(stand_in_tests, key=lambda key: "spec/eagle" in key)
+    assert f"+++ b/{cpu}\n" in text and f"+++ b/{gpu}\n" not in text
+    assert "+class TestStandIn(unittest.TestCase):\n" in text
+    code, text, err = run("pr", "--diff", "--with-gpu-test", str(checkout))
     assert code == 0, err
     for key in stand_in_tests:
         assert f"+++ b/{key}\n" in text

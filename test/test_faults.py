@@ -190,7 +190,7 @@ def work(states, tmp_path, monkeypatch):
     package = tmp_path / source.name
     shutil.copytree(source, package, symlinks=True)
     monkeypatch.setenv(
-        "SGLANG_EAGLE_SIZING_CACHE_DIR", str(source.parent / "check-cache")
+        "SGLANG_EAGLE_SIZING_CACHE", str(source.parent / "cache")
     )
     real = patch.rewrite_tree
 

@@ -1,5 +1,7 @@
 """``pr``: the cover letter (the table of sites from the site list and the lines the rules
-find, the descriptions of the series) and the same diff ``diff`` prints; the tree is left as it
+find, the descriptions of the series, the files with their line counts), under 60,000
+characters so that it fits a pull request's description; with ``--diff`` followed by the same
+diff ``diff`` prints; the tree is left as it
 was; on a checkout already patched, the same change against its release tag; on a checkout
 without ``test/`` yet, paths from the checkout root and the fork's tests included."""
 
@@ -50,7 +52,7 @@ def release(pristine, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def printed(release) -> str:
     before = _snapshot(release.parent)
-    code, text = _cli("pr", str(release))
+    code, text = _cli("pr", "--diff", str(release))
     assert code == 0
     assert _snapshot(release.parent) == before  # nothing written, no backup, no lock
     return text
@@ -71,9 +73,21 @@ def test_the_diff_is_what_diff_prints(printed, release):
     code, diff = _cli("diff", str(release))
     assert code == 0 and diff.startswith("--- a/")
     tail = printed.split("\n## The diff\n", 1)[1]
-    fenced = re.fullmatch(r"\n(`{3,})diff\n(.*)\1\n", tail, re.DOTALL)
+    fenced = re.search(r"\n(`{3,})diff\n(.*)\1\n\Z", tail, re.DOTALL)
     assert fenced, tail[:200]
     assert fenced.group(2) == diff
+
+
+def test_the_cover_letter_fits_a_pull_request_description(printed, release):
+    code, cover = _cli("pr", str(release))
+    assert code == 0
+    assert len(cover) < 60_000, len(cover)
+    # the --diff output is the cover letter, then the diff
+    assert printed.startswith(cover) and "```diff\n--- a/" in printed[len(cover):]
+    assert "```diff" not in cover
+    # every changed file is named with its line counts
+    stat = cover.split("\n## The diff\n", 1)[1]
+    assert re.search(r"^sglang/srt/speculative/eagle_info\.py \| \+\d+ -\d+$", stat, re.M), stat
 
 
 def test_every_site_is_listed_with_the_lines_check_finds(printed, release):
@@ -117,6 +131,6 @@ def test_a_checkout_without_test_folder_gets_the_tests_at_their_paths(checkout):
     git(checkout, "commit", "-q", "-m", "no tests")
     code, text = _cli("pr", str(checkout))
     assert code == 0
-    diff = text.split("\n## The diff\n", 1)[1]
-    assert "--- a/python/sglang/srt/speculative/eagle_info.py" in diff
-    assert "+++ b/test/registered/unit/speculative/test_eagle_hidden_sizing.py" in diff
+    stat = text.split("\n## The diff\n", 1)[1]
+    assert "\npython/sglang/srt/speculative/eagle_info.py | +" in stat
+    assert "\ntest/registered/unit/speculative/test_eagle_hidden_sizing.py | +" in stat

@@ -132,3 +132,77 @@ def test_report_refuses_ids_the_target_cannot_capture(capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: Invalid eagle_config.eagle_aux_hidden_state_layer_ids=[1, 29, 61]")
     assert "a target of 62 layers" in err
+
+
+# -- what the report could not read -----------------------------------------------------
+BUNDLED = Path(__file__).resolve().parents[1] / "python/sglang_eagle_sizing/data"
+PAIR = BUNDLED / "llama3.1-8b-instruct__specforge-llama3-8b-eagle3"
+
+
+def _pair_with(tmp_path: Path, draft_config) -> tuple[Path, Path]:
+    """A copy of the bundled pair whose drafter's config.json is ``draft_config`` (text, or a
+    function of the parsed config giving the new one)."""
+    import shutil
+
+    draft, target = tmp_path / "draft", tmp_path / "target"
+    shutil.copytree(PAIR / "draft", draft)
+    shutil.copytree(PAIR / "target", target)
+    path = draft / "config.json"
+    if callable(draft_config):
+        path.write_text(json.dumps(draft_config(json.loads(path.read_text()))))
+    else:
+        path.write_text(draft_config)
+    return draft, target
+
+
+def _report_in_a_fresh_process(draft: Path, target: Path):
+    """(exit code, stderr, whether SGLang was imported) of ``report`` in a new interpreter."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\nfrom sglang_eagle_sizing.cli import main\n"
+        f"code = main(['report', {str(draft)!r}, {str(target)!r}])\n"
+        "print('SGLANG-IMPORTED', 'sglang' in sys.modules, code)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=600
+    )
+    last = result.stdout.splitlines()[-1].split()
+    return int(last[2]), result.stderr, last[1] == "True"
+
+
+def test_a_config_that_is_not_json_is_one_line_before_sglang_is_imported(tmp_path):
+    draft, target = _pair_with(tmp_path, "{not json")
+    code, err, imported = _report_in_a_fresh_process(draft, target)
+    assert code == 2 and not imported
+    assert err.startswith(f"error: {draft / 'config.json'}: not JSON (") and len(err.splitlines()) == 1
+
+
+def test_a_config_without_architectures_is_named_by_file_and_key(tmp_path):
+    def without(config):
+        del config["architectures"]
+        return config
+
+    draft, target = _pair_with(tmp_path, without)
+    code, err, imported = _report_in_a_fresh_process(draft, target)
+    assert code == 2 and not imported
+    assert err == (
+        f"error: {draft / 'config.json'}: no architectures (SGLang picks the model class by "
+        "architectures[0])\n"
+    )
+
+
+def test_a_missing_hidden_size_is_named_with_the_default_it_takes(tmp_path, capsys):
+    def without(config):
+        del config["hidden_size"]
+        return config
+
+    draft, target = _pair_with(tmp_path, without)
+    assert main(["report", str(draft), str(target)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"  defaulted: {draft / 'config.json'}: no hidden_size; it takes the default of "
+        "LlamaConfig (transformers): 4096"
+    ) in out.splitlines()
+    assert "defaulted: " + str(target) not in out

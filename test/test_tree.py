@@ -42,13 +42,13 @@ def test_check_changes_nothing(tree):
 
 def test_apply_then_check_passes_and_second_apply_is_a_no_op(tree, capsys):
     assert main(["apply", str(tree)]) == 0
-    out = capsys.readouterr().out
-    assert "15 sizing sites routed" in out
+    # the summary goes to stderr (as check's), the routed sites to stdout
+    assert "15 sizing sites routed" in capsys.readouterr().err
     assert main(["check", str(tree)]) == 0
     assert capsys.readouterr().out == ""
     after_first = tree_digest(tree)
     assert main(["apply", str(tree)]) == 0
-    assert "nothing to do" in capsys.readouterr().out
+    assert "nothing to do" in capsys.readouterr().err
     assert tree_digest(tree) == after_first
 
 

@@ -1,7 +1,14 @@
 """``sglang-eagle-sizing apply|check|diff|revert [PATH]``.
 
 Exit codes, like black's and ruff's: 0 all good; 1 ``check`` found work to do; 2 an error
-(the folder is not an SGLang tree, a site the rules cannot handle, ...): nothing written.
+(the folder is not an SGLang tree, a site the rules cannot handle, a file that cannot be
+read or written, ...): one ``error:`` line, nothing written; 130 / 143 interrupted by SIGINT
+(Ctrl-C) / SIGTERM: one ``interrupted:`` line, a run that was writing rolled back.
+
+Streams, as black's: stdout carries what a script reads (check's and apply's one line per
+piece of work, the diff, the pull request); stderr carries the summary line and every
+``note:``, ``warning:``, ``error:`` and ``interrupted:`` line. Quiet on success but for the
+summary (``apply -q``: nothing).
 """
 
 from __future__ import annotations
@@ -9,16 +16,20 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
 from . import __version__, transaction
-from .engine import Finding, FindingsCache, RewriteError, default_cache_dir
+from .engine import CACHE_ENV, Finding, FindingsCache, RewriteError, default_cache_dir
 from .patch import TreeReport, check_tree, rewrite_tree
 from .tree import ALLOW_FLAG, TESTED_TEXT, SglangTree, TreeError, display
 
 OK, WORK_TO_DO, ERROR = 0, 1, 2
+#: the name the tool is installed under (its console script)
+NAME = "sglang-eagle-sizing"
 
 #: where a refused tree's maintainer finds what to do: help installed with the tool
 REFUSAL_HELP = "sglang-eagle-sizing apply --help says what to do"
@@ -83,8 +94,8 @@ def _parser() -> argparse.ArgumentParser:
                 "--no-cache",
                 action="store_true",
                 help="check every file again instead of reusing the results kept for "
-                "unchanged files (the cache lives in $SGLANG_EAGLE_SIZING_CACHE_DIR, else "
-                "$XDG_CACHE_HOME/sglang-eagle-sizing or ~/.cache/sglang-eagle-sizing)",
+                f"unchanged files (kept in ${CACHE_ENV}/check, by default "
+                "~/.cache/sglang-eagle-sizing/check)",
             )
         if name == "apply":
             command.add_argument(
@@ -135,10 +146,8 @@ def locate(
         path,
         allow_untested_version=args.allow_untested_version,
         allow_upstream_refactor=allow_upstream_refactor,
+        notify=lambda note: print(note, file=sys.stderr),
     )
-    note = tree.version_note()
-    if note:
-        print(note, file=sys.stderr)
     here = Path.cwd() / "python" / "sglang"
     if path is None and (here / "srt").is_dir() and here.resolve() != tree.package:
         print(
@@ -149,9 +158,40 @@ def locate(
     return tree
 
 
+def program(argv0: str | None = None) -> list[str]:
+    """The words that run this tool as the user ran it, for a hint to copy: the console
+    script's name when that name finds this very script on PATH, else its path as typed
+    (``.venv/bin/sglang-eagle-sizing``); ``python -m sglang_eagle_sizing`` likewise with the
+    interpreter. ``argv0``: ``sys.argv[0]`` (``None``: called in-process, the script's name)."""
+    if argv0 is None:
+        return [NAME]
+    if Path(argv0).name == "__main__.py":
+        return [_as_typed(sys.executable), "-m", "sglang_eagle_sizing"]
+    return [_as_typed(argv0)]
+
+
+def _as_typed(path: str) -> str:
+    """``path``'s basename if PATH finds that same file under it, else the path (relative to
+    the working folder when it is under it)."""
+    found = shutil.which(os.path.basename(path))
+    try:
+        if found and os.path.samefile(found, path):
+            return os.path.basename(path)
+    except OSError:
+        pass
+    return display(Path(path))
+
+
+#: how this run was invoked (``main`` sets it from ``sys.argv`` when run as a command)
+_PROGRAM: list[str] = [NAME]
+#: whether this run's transaction finished (an interrupt after it is not "nothing written")
+_WROTE = False
+
+
 def fix_command(args: argparse.Namespace) -> str:
-    """The ``apply`` that fixes what ``check`` found, with the PATH as the user gave it."""
-    words = ["sglang-eagle-sizing", "apply"]
+    """The ``apply`` that fixes what ``check`` found, with the program and the PATH as the
+    user gave them."""
+    words = [*_PROGRAM, "apply"]
     if args.allow_untested_version:
         words.append(ALLOW_FLAG)
     if args.path is not None:
@@ -184,7 +224,41 @@ def _count(number: int, one: str, many: str | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line; ``argv`` given: called in-process (hints name the tool by its
+    console script's name)."""
+    global _PROGRAM, _WROTE
+    _PROGRAM = program(None if argv is not None else sys.argv[0])
+    _WROTE = False
     args = _parser().parse_args(argv)
+    with transaction.handle_signals():
+        try:
+            return _main(args)
+        except KeyboardInterrupt as exc:
+            _flush()
+            if sys.stderr.isatty():  # a progress line may be on the screen
+                sys.stderr.write("\r\x1b[K")
+            what = exc.what if isinstance(exc, transaction.Interrupted) else ""
+            if not what and args.command in ("apply", "revert"):
+                what = f"{args.command} had finished" if _WROTE else "nothing written"
+            print(f"interrupted{': ' + what if what else ''}", file=sys.stderr)
+            return (
+                exc.exit_code if isinstance(exc, transaction.Interrupted) else 130
+            )
+        except OSError as exc:  # one that no command turned into a message of its own
+            _flush()
+            where = f"{display(Path(exc.filename))}: " if exc.filename else ""
+            print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+            return ERROR
+
+
+def _flush() -> None:
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _main(args: argparse.Namespace) -> int:
     if hasattr(args, "run"):
         try:
             return args.run(args)
@@ -208,7 +282,11 @@ def main(argv: list[str] | None = None) -> int:
             committed = transaction.committed_files(tree, transaction.read_manifest(tree))
             if args.command == "revert":
                 return _revert(tree, force=args.force, committed=committed)
-            if committed is not None:
+            report = _rewrite(tree)
+            if report is None:
+                return ERROR
+            # an apply with nothing to do keeps the backup: revert still undoes the last apply
+            if committed is not None and (report.changed or report.tests_to_add):
                 # git holds what the backup was for: the next revert is git's (README)
                 transaction.drop_backup(tree)
                 print(
@@ -216,9 +294,9 @@ def main(argv: list[str] | None = None) -> int:
                     "under the git directory is dropped and this apply starts a new one",
                     file=sys.stderr,
                 )
-            return _apply(tree, force=args.force, quiet=args.quiet)
+            return _apply(tree, report, force=args.force, quiet=args.quiet)
     except (TreeError, RewriteError) as exc:
-        sys.stdout.flush()
+        _flush()
         print(f"error: {_message(tree, exc)}", file=sys.stderr)
         return ERROR
 
@@ -228,6 +306,8 @@ def _message(tree: SglangTree | None, exc: Exception) -> str:
     they run the command, like every other path this tool prints."""
     if isinstance(exc, RewriteError) and tree is not None:
         where = f"{display(tree.srt / exc.file)}:{exc.line}"
+        if exc.reason.startswith("cannot parse"):
+            return f"{where}: {exc.reason}; nothing written"
         return f"{where}: {exc.reason} (nothing written; {REFUSAL_HELP})"
     return str(exc)
 
@@ -310,11 +390,11 @@ def _diff(tree: SglangTree) -> int:
     return OK
 
 
-def _apply(tree: SglangTree, force: bool, quiet: bool) -> int:
-    report = _rewrite(tree)
-    if report is None:
-        return ERROR
-    for key in transaction.apply(tree, report.changes(), force=force):
+def _apply(tree: SglangTree, report: TreeReport, force: bool, quiet: bool) -> int:
+    global _WROTE
+    edited = transaction.apply(tree, report.changes(), force=force)
+    _WROTE = bool(report.changes())
+    for key in edited:
         print(
             f"{display(tree.path(key))}: edited since apply; saved to "
             f"{display(tree.backup_dir / transaction.EDITED / key)} and patched again",
@@ -329,9 +409,11 @@ def _apply(tree: SglangTree, force: bool, quiet: bool) -> int:
     for key in report.tests_to_add:
         print(f"added    {display(tree.path(key))}")
     if not report.changed and not report.tests_to_add:
+        sys.stdout.flush()
         print(
             f"nothing to do: {tree.describe()} has every sizing site routed"
-            + (" and its fork tests" if report.tests_present else "")
+            + (" and its fork tests" if report.tests_present else ""),
+            file=sys.stderr,
         )
         return OK
     done = [
@@ -340,9 +422,11 @@ def _apply(tree: SglangTree, force: bool, quiet: bool) -> int:
     ]
     if report.tests_to_add:
         done.append(f"{_count(len(report.tests_to_add), 'fork test file')} added")
+    sys.stdout.flush()  # the summary (stderr) comes last, also where both go to one stream
     print(
         f"applied to {tree.describe()}: {', '.join(done)} "
-        f"({_count(len(report.changed), 'file')} changed)"
+        f"({_count(len(report.changed), 'file')} changed)",
+        file=sys.stderr,
     )
     return OK
 
@@ -363,7 +447,11 @@ def _revert(tree: SglangTree, force: bool, committed: list[str] | None = None) -
                 "later work: nothing reverted (take the patch out with git, e.g. git revert "
                 "the commit that applied it; revert --force restores those bytes anyway)"
             )
+    global _WROTE
+    if not transaction.read_manifest(tree):
+        _nothing_to_revert(tree)
     reverted = transaction.revert(tree, force=force)
+    _WROTE = True
     for key in reverted.edited:
         print(
             f"{display(tree.path(key))}: edited since apply; the edited file is kept in "
@@ -374,5 +462,25 @@ def _revert(tree: SglangTree, force: bool, committed: list[str] | None = None) -
     done = [f"{_count(restored, 'file')} restored"]
     if reverted.removed:
         done.append(f"{_count(len(reverted.removed), 'fork test file')} removed")
-    print(f"reverted {tree.describe()}: {', '.join(done)}")
+    print(f"reverted {tree.describe()}: {', '.join(done)}", file=sys.stderr)
     return OK
+
+
+def _nothing_to_revert(tree: SglangTree) -> None:
+    """No backup: say so, and on a patched tree where the patch went (into a commit, most
+    likely) and how to take it out."""
+    where = f"{display(tree.package)}: no backup of an apply here; nothing to revert"
+    report = check_tree(tree, FindingsCache(default_cache_dir()))
+    patched = any(f.status == Finding.ROUTED for f in report.findings)
+    if not patched:
+        raise TreeError(f"{where} (the tree is not patched)")
+    if tree.git_dir is not None:
+        raise TreeError(
+            f"{where}: the patch is in the tree but its backup is gone (dropped when an "
+            "apply found the patch committed, or never made here); take it out with git, "
+            "e.g. git revert the commit that applied it"
+        )
+    raise TreeError(
+        f"{where}: the patch is in the tree but its backup is gone; reinstall SGLang to "
+        "get the release's files back"
+    )

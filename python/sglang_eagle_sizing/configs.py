@@ -48,6 +48,57 @@ class LoadedPair:
     target_path: Path
     #: what was changed in a temporary copy so that the config loads, one line each
     adaptations: list[str] = field(default_factory=list)
+    #: keys a config does not set, whose default (transformers', SGLang's) was taken, one
+    #: line each
+    defaults: list[str] = field(default_factory=list)
+
+
+#: keys that decide a hidden-state size or dtype; one a config lacks takes a default
+DEFAULTED_KEYS = ("hidden_size", "num_hidden_layers", "torch_dtype")
+
+
+def precheck(folder: str | Path) -> dict:
+    """The folder's config.json, read without importing SGLang or transformers: a
+    ``ConfigError`` naming the file and key if it is not a JSON object or names no
+    architecture (SGLang picks the model class by ``architectures[0]``)."""
+    path = Path(folder) / "config.json"
+    config = _read(Path(folder))
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: not a JSON object")
+    architectures = config.get("architectures")
+    if "architectures" not in config:
+        raise ConfigError(
+            f"{path}: no architectures (SGLang picks the model class by architectures[0])"
+        )
+    if (
+        not isinstance(architectures, list)
+        or not architectures
+        or not all(isinstance(a, str) and a for a in architectures)
+    ):
+        raise ConfigError(
+            f"{path}: architectures={architectures!r} is not a non-empty list of class names"
+        )
+    return config
+
+
+def _defaults(path: Path, raw: dict, model_config) -> list[str]:
+    """One line for each ``DEFAULTED_KEYS`` entry ``raw`` does not set (top level or under
+    ``text_config``), with the value the loaded config took instead."""
+    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else {}
+    found = []
+    for key in DEFAULTED_KEYS:
+        if key in raw or key in text or (key == "torch_dtype" and ("dtype" in raw or "dtype" in text)):
+            continue
+        if key == "torch_dtype":
+            value = str(getattr(model_config, "dtype", "?")).replace("torch.", "")
+            found.append(f"{path}: no torch_dtype; SGLang builds the model in {value}")
+            continue
+        value = getattr(model_config.hf_text_config, key, None)
+        found.append(
+            f"{path}: no {key}; it takes the default of {type(model_config.hf_text_config).__name__}"
+            f" (transformers): {value}"
+        )
+    return found
 
 
 def _read(folder: Path) -> dict:
@@ -199,11 +250,13 @@ def load_pair(
         patched = Path(sglang.__file__).parent / "srt"
     draft_folder, target_folder = Path(draft_folder), Path(target_folder)
     notes: list[str] = []
+    defaults: list[str] = []
     loaded = []
     scratch = Path(tempfile.mkdtemp(prefix="sglang-eagle-sizing-"))
     try:
         for name, folder in (("draft", draft_folder), ("target", target_folder)):
-            config, changed = _adapt(folder, _read(folder), _quantization_supported, patched)
+            raw = _read(folder)
+            config, changed = _adapt(folder, raw, _quantization_supported, patched)
             load_from = folder
             if changed:
                 load_from = scratch / name
@@ -220,6 +273,7 @@ def load_pair(
             if changed:
                 # Report the original folder, not the scratch copy, in SGLang's errors.
                 loaded[-1].model_path = str(folder)
+            defaults += _defaults(folder / "config.json", config, loaded[-1])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return LoadedPair(loaded[0], loaded[1], draft_folder, target_folder, notes)
+    return LoadedPair(loaded[0], loaded[1], draft_folder, target_folder, notes, defaults)

@@ -490,7 +490,21 @@ def _parse(file: str, text: str) -> cst.Module:
     try:
         return _parsed(text)
     except cst.ParserSyntaxError as exc:
-        raise RewriteError(file, exc.raw_line, f"cannot parse: {exc.message}") from None
+        line, message = _python_syntax_error(text, exc)
+        raise RewriteError(file, line, f"cannot parse: {message}") from None
+
+
+def _python_syntax_error(text: str, exc: cst.ParserSyntaxError) -> tuple[int, str]:
+    """The line and message Python itself gives for the error (libcst's ``raw_line`` is the
+    line its parser stopped at, often the one after), or libcst's where Python compiles it."""
+    try:
+        compile(text, "<file>", "exec", flags=0x400, dont_inherit=True)  # PyCF_ONLY_AST
+    except SyntaxError as error:
+        if error.lineno:
+            return error.lineno, f"{error.msg} (Python's message)"
+    except (ValueError, MemoryError, RecursionError):
+        pass
+    return exc.raw_line, exc.message
 
 
 @functools.lru_cache(maxsize=32)
@@ -581,14 +595,26 @@ def tool_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def default_cache_dir() -> Path:
-    configured = os.environ.get("SGLANG_EAGLE_SIZING_CACHE_DIR")
+#: the one environment variable that moves every cache of this tool (check's findings under
+#: ``check/``, apply's and diff's rewrites under ``rewrite/``, the release wheel under ``wheels/``)
+CACHE_ENV = "SGLANG_EAGLE_SIZING_CACHE"
+
+
+def cache_root() -> Path:
+    """``$SGLANG_EAGLE_SIZING_CACHE``, else ``$XDG_CACHE_HOME/sglang-eagle-sizing``, else
+    ``~/.cache/sglang-eagle-sizing``."""
+    configured = os.environ.get(CACHE_ENV)
     if configured:
         return Path(configured)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
         os.path.expanduser("~"), ".cache"
     )
     return Path(base) / "sglang-eagle-sizing"
+
+
+def default_cache_dir() -> Path:
+    """Where ``check`` keeps its findings."""
+    return cache_root() / "check"
 
 
 class FindingsCache:

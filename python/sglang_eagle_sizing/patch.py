@@ -8,17 +8,26 @@ installed package has no ``test/`` folder and gets none.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import tempfile
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import fork_test_slices
+from . import concerns, fork_test_slices
 from .concerns import E2E_TEST, all_enabled, enabled
 from .engine import (
     FileResult,
     Finding,
     FindingsCache,
+    RewriteError,
+    cache_root,
     check_source,
     rewrite_source,
+    tool_fingerprint,
     unified_diff,
 )
 from .rules import RULES
@@ -46,10 +55,14 @@ def inserted_test_files() -> dict[str, bytes]:
     }
     if all_enabled():
         return files
+    # every concern that has CPU tests enabled (a series without the GPU test): the whole file
+    whole_cpu_test = all(enabled(c) for c in concerns.ORDER if c != E2E_TEST)
     staged = {}
     for key, data in files.items():
         if key == fork_test_slices.CPU_TEST:
-            data = fork_test_slices.slice_cpu_test(data.decode("utf-8")).encode("utf-8")
+            if not whole_cpu_test:
+                text = data.decode("utf-8")
+                data = fork_test_slices.slice_cpu_test(text).encode("utf-8")
         elif not enabled(E2E_TEST):
             data = b""
         if data:
@@ -135,13 +148,17 @@ def collect_tests(report: TreeReport) -> None:
             report.tests_to_add[key] = data
 
 
-def _release(tree: SglangTree):
-    """What the rules write depends on of the release besides the files they rewrite."""
+def _release_text(tree: SglangTree) -> str | None:
+    """What the rules write depends on of the release besides the files they rewrite: its
+    ``configs/model_config.py`` (None: not read)."""
     try:
-        text = tree.read(MODEL_CONFIG)
+        return tree.read(MODEL_CONFIG)
     except (OSError, TreeError):
-        text = None
-    return release_model_config(text)
+        return None
+
+
+def _release(tree: SglangTree):
+    return release_model_config(_release_text(tree))
 
 
 def check_tree(tree: SglangTree, cache: FindingsCache | None = None) -> TreeReport:
@@ -156,13 +173,152 @@ def check_tree(tree: SglangTree, cache: FindingsCache | None = None) -> TreeRepo
     return report
 
 
-def rewrite_tree(tree: SglangTree) -> TreeReport:
+def rewrite_tree(tree: SglangTree, progress=None) -> TreeReport:
+    """What the rules write for every file of the tree. A file whose bytes (with the same
+    line length, concerns and tool) were rewritten before comes from the rewrite cache
+    (``RewriteCache``); the others are rewritten in parallel, one process per core.
+    ``progress``: called with (files done, files) as they finish."""
     report = TreeReport(tree)
-    with line_length(tree.formatter_line_length()), _release(tree):
-        for file in tree.files():
-            result = rewrite_source(file, tree.read(file), RULES)
-            report.results.append(result)
-            report.findings.extend(result.findings)
+    length = tree.formatter_line_length()
+    current = concerns._ENABLED.get()
+    enabled_now = None if current is None else tuple(sorted(current))
+    release = _release_text(tree)
+    files = tree.files()
+    texts = {file: tree.read(file) for file in files}
+    cache = RewriteCache(length, enabled_now, release)
+    done: dict[str, FileResult] = {}
+    for file in files:
+        cached = cache.get(file, texts[file])
+        if cached is not None:
+            done[file] = cached
+    todo = [f for f in files if f not in done]
+    rewritten = _rewrite_all(
+        todo, texts, (length, enabled_now, release), progress, len(files) - len(todo), len(files)
+    )
+    for result in rewritten:
+        done[result.file] = result
+        cache.put(result)
+    for file in files:
+        report.results.append(done[file])
+        report.findings.extend(done[file].findings)
     report.missing = _missing(report.findings)
     collect_tests(report)
     return report
+
+
+# -- rewriting files in parallel ------------------------------------------------------
+#: ``SGLANG_EAGLE_SIZING_JOBS``: how many processes rewrite files (default: the cores)
+JOBS_ENV = "SGLANG_EAGLE_SIZING_JOBS"
+
+
+def _jobs(count: int) -> int:
+    try:
+        wanted = int(os.environ.get(JOBS_ENV, "0"))
+    except ValueError:
+        wanted = 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(count, wanted or cores or 1))
+
+
+def _rewrite_one(job: tuple[str, str, tuple]):
+    """A file's ``FileResult``, or the ``RewriteError`` it raised as (file, line, reason)
+    (an exception with its own ``__init__`` does not cross processes). ``job``: the file,
+    its text, and (line length, concerns, the release's model_config.py) to rewrite it
+    with."""
+    file, text, (length, enabled_now, release) = job
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(line_length(length))
+        stack.enter_context(release_model_config(release))
+        if enabled_now is not None:
+            stack.enter_context(concerns.only(enabled_now))
+        try:
+            return rewrite_source(file, text, RULES)
+        except RewriteError as exc:
+            return (exc.file, exc.line, exc.reason)
+
+
+def _quiet_worker() -> None:
+    """A rewriting process leaves Ctrl-C to the command (which ends the pool) and dies at
+    once of SIGTERM."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _rewrite_all(todo, texts, settings, progress, start, total) -> list[FileResult]:
+    """The rewritten files: in this process when one core, else largest first over the
+    cores. A ``RewriteError`` is raised for the first file (in ``todo``'s order) that has one,
+    as a run in one process would."""
+    jobs = [(f, texts[f], settings) for f in todo]
+    count = start
+    results = {}
+    if _jobs(len(jobs)) <= 1:
+        outcomes = map(_rewrite_one, jobs)
+        pool = None
+    else:
+        import multiprocessing
+
+        pool = multiprocessing.get_context("fork").Pool(
+            _jobs(len(jobs)), initializer=_quiet_worker
+        )
+        by_size = sorted(jobs, key=lambda job: -len(job[1]))
+        outcomes = pool.imap_unordered(_rewrite_one, by_size)
+    try:
+        for outcome in outcomes:
+            if isinstance(outcome, tuple):
+                file, line, reason = outcome
+                results[file] = RewriteError(file, line, reason)
+                if pool is None:
+                    raise results[file]
+            else:
+                results[outcome.file] = outcome
+            count += 1
+            if progress:
+                progress(count, total)
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+    for file in todo:
+        if isinstance(results[file], RewriteError):
+            raise results[file]
+    return [results[file] for file in todo]
+
+
+class RewriteCache:
+    """What the rules wrote for a file, per (tool fingerprint, file, its bytes, line length,
+    concerns), one JSON file each under ``$SGLANG_EAGLE_SIZING_CACHE/rewrite``: a second
+    ``diff``, the ``apply`` after a ``diff``, ``pr`` and its series reuse it. Best effort,
+    like ``FindingsCache``: unreadable or unwritable is a miss."""
+
+    def __init__(
+        self, length: int | None, enabled_now: tuple[str, ...] | None, release: str | None
+    ):
+        self.folder = cache_root() / "rewrite"
+        release_key = hashlib.sha256((release or "").encode()).hexdigest() if release else None
+        self.salt = f"{tool_fingerprint()}\0{length}\0{enabled_now}\0{release_key}\0"
+
+    def _path(self, file: str, text: str) -> Path:
+        key = hashlib.sha256(f"{self.salt}{file}\0".encode() + text.encode("utf-8"))
+        return self.folder / (key.hexdigest() + ".json")
+
+    def get(self, file: str, text: str) -> FileResult | None:
+        try:
+            entry = json.loads(self._path(file, text).read_text(encoding="utf-8"))
+            findings = [Finding(**f) for f in entry["findings"]]
+            return FileResult(file, text, entry["new_text"], findings)
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+
+    def put(self, result: FileResult) -> None:
+        path = self._path(result.file, result.old_text)
+        entry = {"new_text": result.new_text, "findings": [asdict(f) for f in result.findings]}
+        with contextlib.suppress(OSError):
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    json.dump(entry, handle)
+                os.replace(tmp, path)
+            except OSError:
+                os.unlink(tmp)
+                raise

@@ -1,19 +1,23 @@
-"""``sglang-eagle-sizing pr [--series DIR] [PATH]``: the change as SGLang's reviewers take it.
+"""``sglang-eagle-sizing pr [--series DIR] [--diff] [PATH]``: the change as SGLang's reviewers
+take it.
 
 With ``--series DIR``: one ``git format-patch`` file per concern (``series.patches``), which
 ``git am --keep-non-patch DIR/*.patch`` applies in order on a git checkout of the release,
 leaving the tree ``apply`` writes but for the GPU end-to-end test file, which has never run
 and comes only with ``--with-gpu-test`` (as the last patch). Without ``--series``: the same
-descriptions as one cover letter (the
-table of sites generated from ``sites.SITES`` and the lines the rules find), then the whole
-diff. On a checkout already patched, the change is written against its release tag. Nothing
-is written to the tree.
+descriptions as one cover letter (the table of sites generated from ``sites.SITES`` and the
+lines the rules find, and the files the change touches with their line counts) that fits a
+pull request's description (under ``COVER_LIMIT`` characters: GitHub takes 65,536); the
+diff itself is in the patches, or appended with ``--diff``. On a checkout already patched,
+the change is written against its release tag. Nothing is written to the tree.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +26,7 @@ from . import concerns, series
 from .engine import Finding
 from .patch import SITE_LABELS, TreeReport, check_tree, rewrite_tree
 from .sites import SITES, Site
-from .tree import TreeError
+from .tree import TreeError, display
 
 HELP = (
     "print the change for SGLang's reviewers: a cover letter and the diff, or with --series "
@@ -30,6 +34,8 @@ HELP = (
 )
 
 OK, ERROR = 0, 2
+#: the most characters the cover letter may have (a GitHub PR description takes 65,536)
+COVER_LIMIT = 60_000
 
 #: Which launch configurations load a file, by a part of its path (every match applies).
 CONFIGS_BY_PATH: tuple[tuple[str, str], ...] = (
@@ -94,6 +100,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "left out by default: it has never run",
     )
     parser.add_argument(
+        "--diff",
+        action="store_true",
+        help="append the whole diff to the cover letter (too long for a PR description: "
+        "the patches of --series carry it)",
+    )
+    parser.add_argument(
         "--author",
         metavar="'NAME <EMAIL>'",
         help="the From: of each patch; default: the checkout's git user.name and user.email",
@@ -103,9 +115,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_allow_flag(parser)
 
 
+def output_folder(path: str, option: str) -> Path:
+    """``path`` as a folder to write into, checked before any slow work: a ``TreeError`` (one
+    line) if it is a file, or a folder that cannot be made or written."""
+    from .tree import display
+
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise TreeError(
+            f"{display(folder)}: not a folder ({option} DIR takes a folder); nothing written"
+        )
+    existing = folder
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise TreeError(
+            f"{display(existing)}: not a folder (in {option} {path}); nothing written"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise TreeError(f"{display(existing)}: not writable; nothing written")
+    return folder
+
+
 def run(args: argparse.Namespace) -> int:
     from .cli import locate
 
+    if args.series is not None:
+        output_folder(args.series, "--series")
     tree = locate(args, args.path)
     try:
         if args.series is not None:
@@ -115,17 +151,34 @@ def run(args: argparse.Namespace) -> int:
                     "no author for the patches: pass --author 'NAME <EMAIL>' or set "
                     "git user.name and user.email"
                 )
+            progress = _progress if sys.stderr.isatty() else None
             for path in series.write_series(
-                tree, Path(args.series), author, args.with_gpu_test
+                tree, Path(args.series), author, args.with_gpu_test, progress
             ):
                 print(path)
+            if progress:
+                _progress_done()
             return OK
-        text = pull_request(tree, args.with_gpu_test)
+        text = pull_request(tree, args.with_gpu_test, with_diff=args.diff)
     except (PrError, TreeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ERROR
     sys.stdout.write(text)
     return OK
+
+
+def _progress(number: int, total: int, subject: str) -> None:
+    """One status line on a terminal, rewritten in place."""
+    width = shutil.get_terminal_size((100, 20)).columns - 1
+    what = f"patch {number}/{total}: {subject}" if number else subject
+    line = f"computing {what}"[:width]
+    sys.stderr.write("\r\x1b[K" + line)
+    sys.stderr.flush()
+
+
+def _progress_done() -> None:
+    sys.stderr.write("\r\x1b[K")
+    sys.stderr.flush()
 
 
 def _fenced(text: str, language: str) -> str:
@@ -194,17 +247,37 @@ def _demoted(body: str) -> str:
     return re.sub(r"^## ", "#### ", body, flags=re.MULTILINE).rstrip()
 
 
-def pull_request(tree, gpu_test: bool = False) -> str:
-    """The cover letter, then the whole diff (against the release tag on a patched checkout);
-    the GPU end-to-end test only with ``gpu_test``."""
+def diffstat(report: TreeReport) -> str:
+    """The files the change touches, with lines added and removed (``git diff --stat``'s
+    numbers), fenced."""
+    from .engine import unified_diff
+
+    rows = []
+    for result in report.changed:
+        rows.append((report.tree.key(result.file), result.old_text, result.new_text))
+    for key, data in report.tests_to_add.items():
+        rows.append((key, "", data.decode("utf-8")))
+    lines = []
+    for key, old, new in sorted(rows):
+        body = unified_diff(old, new, "a", "b").splitlines()[2:]
+        added = sum(1 for line in body if line.startswith("+"))
+        removed = sum(1 for line in body if line.startswith("-"))
+        lines.append(f"{key} | +{added} -{removed}")
+    return _fenced("\n".join(lines) + "\n", "")
+
+
+def pull_request(tree, gpu_test: bool = False, with_diff: bool = False) -> str:
+    """The cover letter (the files and their line counts, not the diff: it would not fit a
+    pull request's description), then with ``with_diff`` the whole diff (against the release
+    tag on a patched checkout); the GPU end-to-end test only with ``gpu_test``."""
     release = series.release_of(tree)
     written = series.patches(gpu_test)
     with concerns.only(p.concern for p in written):
         report: TreeReport = rewrite_tree(release)
     if report.unknown or report.missing:
-        raise PrError(f"{tree.srt}: sizing sites the rules cannot handle; run check")
+        raise PrError(f"{display(tree.srt)}: sizing sites the rules cannot handle; run check")
     if not report.changed and not report.tests_to_add:
-        raise PrError(f"{tree.srt}: nothing to change")
+        raise PrError(f"{display(tree.srt)}: nothing to change")
     changes = site_changes(check_tree(release).findings)
     files = {c.site.file for c in changes}
     sections = [
@@ -219,6 +292,18 @@ def pull_request(tree, gpu_test: bool = False) -> str:
     ]
     for number, patch in enumerate(written, start=1):
         sections.append([f"### {number}. {patch.subject}", "", _demoted(patch.body)])
-    sections.append(["## The diff"])
+    sections.append(
+        [
+            "## The diff",
+            "",
+            f"{len(report.changed) + len(report.tests_to_add)} files; the diff of each "
+            "concern is in its patch of the series.",
+            "",
+            diffstat(report).rstrip("\n"),
+        ]
+    )
     description = "\n\n".join("\n".join(section).rstrip("\n") for section in sections)
-    return description + "\n\n" + _fenced(report.diff(), "diff")
+    cover = description + "\n"
+    if with_diff:
+        cover += "\n" + _fenced(report.diff(), "diff")
+    return cover

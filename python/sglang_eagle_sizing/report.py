@@ -240,6 +240,7 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
             "described": settings.describe(),
         },
         "adaptations": pair.adaptations,
+        "defaults": pair.defaults,
         "pristine_source": trees.origin,
         "sites": rows,
         "pd_disagreements": pd_disagreements(rows),
@@ -351,6 +352,8 @@ def render(report: dict) -> str:
         )
     for note in report["adaptations"]:
         lines.append(f"  adapted: {note}")
+    for note in report.get("defaults", []):
+        lines.append(f"  defaulted: {note}")
     marked = 0
     for phase in Phase:
         rows = [r for r in report["sites"] if r["phase"] == phase.value]
@@ -437,10 +440,10 @@ def quiet_sglang():
 
 
 def run(args) -> int:
-    from .configs import ConfigError
+    from .configs import ConfigError, precheck
 
-    quiet_sglang()
     if args.disagreements is not None:
+        quiet_sglang()
         from .disagreements import table
 
         sys.stdout.write(table(args.disagreements, SglangTree.locate(args.sglang)))
@@ -450,6 +453,13 @@ def run(args) -> int:
         return 2
     draft = args.draft or BUNDLED / "draft"
     target = args.target or BUNDLED / "target"
+    try:
+        for folder in (draft, target):  # before SGLang is imported (tens of seconds)
+            precheck(folder)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    quiet_sglang()
     try:
         report = build(draft, target, args.algorithm, SglangTree.locate(args.sglang))
     except (ConfigError, ValueError) as exc:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import concerns
-from .engine import Finding, unified_diff
+from .engine import Finding, FindingsCache, default_cache_dir, unified_diff
 from .patch import TreeReport, check_tree, rewrite_tree
 from .tree import SglangTree, TreeError, _git
 
@@ -785,7 +785,7 @@ class ReleaseTree(SglangTree):
 def release_of(tree: SglangTree) -> SglangTree:
     """The tree to write the change against: ``tree`` itself when nothing of the patch is in
     it, else the same checkout at its release tag."""
-    report = check_tree(tree)
+    report = check_tree(tree, FindingsCache(default_cache_dir()))
     touched = report.tests_present or any(
         f.status == Finding.ROUTED for f in report.findings
     )
@@ -846,20 +846,26 @@ class Step:
         return sum(a + r for k, (a, r) in self.counts().items() if k.startswith("test/"))
 
 
-def steps(tree: SglangTree, gpu_test: bool = False) -> list[Step]:
+def steps(tree: SglangTree, gpu_test: bool = False, progress=None) -> list[Step]:
     """The series for ``tree`` (a release, or a checkout patched from one): one step per
     concern of ``patches(gpu_test)``, each the difference between the tree with the concerns
-    before it and with it."""
+    before it and with it. ``progress``: called with (patch number, patches, subject) before
+    each is computed."""
     release = release_of(tree)
+    written = patches(gpu_test)
+    if progress:
+        progress(0, len(written), "the whole change")
     whole = rewrite_tree(release)
     if whole.unknown or whole.missing:
         raise TreeError(f"{tree.srt}: sizing sites the rules cannot handle; run check")
     before: dict[str, str] = {}
     out = []
-    for count, patch in enumerate(patches(gpu_test), start=1):
+    for count, patch in enumerate(written, start=1):
         if count == len(PATCHES):
             report = whole
         else:
+            if progress:
+                progress(count, len(written), patch.subject)
             with concerns.only(concerns.prefix(count)):
                 report = rewrite_tree(release)
         after = _texts(report)
@@ -929,9 +935,9 @@ def author_of(tree: SglangTree) -> str | None:
 
 
 def write_series(
-    tree: SglangTree, folder: Path, author: str, gpu_test: bool = False
+    tree: SglangTree, folder: Path, author: str, gpu_test: bool = False, progress=None
 ) -> list[Path]:
-    found = [s for s in steps(tree, gpu_test) if s.files]
+    found = [s for s in steps(tree, gpu_test, progress) if s.files]
     date = email.utils.format_datetime(datetime.datetime.now(datetime.timezone.utc))
     folder.mkdir(parents=True, exist_ok=True)
     written = []

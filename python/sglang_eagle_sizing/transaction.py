@@ -25,7 +25,9 @@ whatever stops a run:
 - after, the journal says which state each file must reach and holds its bytes: the next
   ``apply`` or ``revert`` finishes the interrupted run first (``recover``), ``check`` reports it.
 
-An exception inside the run (a full disk, ...) rolls the replaced files back at once. Every file
+An exception inside the run (a full disk, ...) rolls the replaced files back at once, and so
+does an interrupt (SIGINT, or SIGTERM once ``handle_signals`` is installed): what the run staged
+is removed too, so an apply stopped before it finished leaves no backup behind. Every file
 write, rename and removal goes through the primitives below (``_FS``), which the fault-injection
 tests count and interrupt one by one. A lock (``SglangTree.lock_file``, ``flock``) keeps two runs
 off one tree.
@@ -41,6 +43,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -74,6 +77,67 @@ class FileChange:
     key: str
     old: bytes | None
     new: bytes
+
+
+# -- interrupts -----------------------------------------------------------------------
+class Interrupted(KeyboardInterrupt):
+    """SIGINT (Ctrl-C) or SIGTERM stopped a run. ``what`` says what that left, once the run
+    has rolled back or finished (empty: the run had not written anything)."""
+
+    def __init__(self, signum: int = signal.SIGINT, what: str = ""):
+        super().__init__(what)
+        self.signum = signum
+        self.what = what
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number, as a shell reports it (130, 143)."""
+        return 128 + self.signum
+
+
+#: while not None, a run is rolling back or finishing: signals are recorded here, not raised
+_DEFERRED: list[int] | None = None
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    if _DEFERRED is not None:
+        _DEFERRED.append(signum)
+        return
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def handle_signals() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise ``Interrupted`` (which the transaction
+    rolls back on, and the CLI reports in one line); the previous handlers come back after."""
+    previous = {}
+    try:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, _on_signal)
+    except ValueError:  # not the main thread: leave the handlers alone
+        pass
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def _deferred() -> Iterator[list[int]]:
+    """Signals arriving within the block wait (rolling back or finishing must not be cut
+    short); the list they are recorded in is yielded."""
+    global _DEFERRED
+    outer = _DEFERRED
+    _DEFERRED = [] if outer is None else outer
+    try:
+        yield _DEFERRED
+    finally:
+        _DEFERRED = outer
+
+
+def _signum(exc: BaseException) -> int:
+    return exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
 
 
 # -- the writing primitives -----------------------------------------------------------
@@ -133,15 +197,26 @@ def _fsync_folder(folder: Path) -> None:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` in one step, keeping its permission bits."""
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-    tmp = _FS.write_temp(path.parent, path.name, data, mode)
+    """Replace ``path`` with ``data`` in one step, keeping its permission bits. An ``OSError``
+    names ``path`` (never the temporary file it is written through)."""
+    try:
+        mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
+        tmp = _FS.write_temp(path.parent, path.name, data, mode)
+    except OSError as exc:
+        raise _naming(exc, path) from None
     try:
         _FS.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise _naming(exc, path) from None
         raise
+
+
+def _naming(exc: OSError, path: Path) -> OSError:
+    """The same error, about ``path``."""
+    return OSError(exc.errno, exc.strerror or str(exc), str(path))
 
 
 def _write_json(path: Path, value: object) -> None:
@@ -178,12 +253,13 @@ def locked(tree: SglangTree) -> Iterator[None]:
             if attempts < 100:
                 continue
             raise TreeError(
-                f"{path}: cannot create the lock file (its folder keeps going away); "
-                "nothing written"
+                f"{display(path)}: cannot create the lock file (its folder keeps going "
+                "away); nothing written"
             ) from None
         except OSError as exc:
             raise TreeError(
-                f"{path}: cannot create the lock file ({exc.strerror}); nothing written"
+                f"{display(path)}: cannot create the lock file ({exc.strerror}); nothing "
+                "written"
             ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -233,9 +309,14 @@ def _read_json(path: Path, what: str) -> dict:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise TreeError(f"{path}: unreadable {what} ({exc}); nothing written") from None
+        reason = exc.strerror if isinstance(exc, OSError) else exc
+        raise TreeError(
+            f"{display(path)}: unreadable {what} ({reason}); nothing written"
+        ) from None
     if not isinstance(value, dict):
-        raise TreeError(f"{path}: unreadable {what} (not an object); nothing written")
+        raise TreeError(
+            f"{display(path)}: unreadable {what} (not an object); nothing written"
+        )
     return value
 
 
@@ -253,9 +334,11 @@ def _stored(tree: SglangTree, relative: str, expected_sha: str) -> bytes:
     try:
         data = path.read_bytes()
     except OSError:
-        raise TreeError(f"{path}: the saved copy is missing; nothing written") from None
+        raise TreeError(
+            f"{display(path)}: the saved copy is missing; nothing written"
+        ) from None
     if sha256(data) != expected_sha:
-        raise TreeError(f"{path}: the saved copy is corrupt; nothing written")
+        raise TreeError(f"{display(path)}: the saved copy is corrupt; nothing written")
     return data
 
 
@@ -266,7 +349,7 @@ def _read(path: Path) -> bytes | None:
         return None
     except OSError as exc:
         raise TreeError(
-            f"{path}: cannot read ({exc.strerror}); nothing written"
+            f"{display(path)}: cannot read ({exc.strerror}); nothing written"
         ) from None
 
 
@@ -355,7 +438,7 @@ class Journal:
             return cls(value["operation"], steps, value["manifest"])
         except (KeyError, TypeError) as exc:
             raise TreeError(
-                f"{tree.backup_dir / JOURNAL}: unreadable journal ({exc})"
+                f"{display(tree.backup_dir / JOURNAL)}: unreadable journal ({exc})"
             ) from None
 
 
@@ -366,7 +449,7 @@ def describe(tree: SglangTree) -> str | None:
         return None
     done = sum(_current_sha(tree.path(s.file)) == s.after_sha256 for s in journal.steps)
     return (
-        f"{tree.backup_dir / JOURNAL}: an interrupted {journal.operation} "
+        f"{display(tree.backup_dir / JOURNAL)}: an interrupted {journal.operation} "
         f"({done} of {len(journal.steps)} files written)"
     )
 
@@ -391,8 +474,8 @@ def _write_files(tree: SglangTree, journal: Journal) -> None:
             if current != step.before_sha256:
                 raise TreeError(
                     f"{display(path)}: changed while a {journal.operation} was interrupted; "
-                    f"left as it is with {tree.backup_dir / JOURNAL} (revert or restore it "
-                    "by hand)"
+                    f"left as it is with {display(tree.backup_dir / JOURNAL)} (revert or "
+                    "restore it by hand)"
                 )
             _put(tree, path, step.after, step.after_sha256)
         _remove_stale_temps(path)
@@ -444,57 +527,84 @@ def recover(tree: SglangTree) -> Journal | None:
     """Finish a run that was interrupted after its commit point (and return its journal), or
     remove what a run interrupted before it left behind."""
     journal = Journal.read(tree)
-    if journal is None:
-        try:
-            _remove_debris(tree)
-        except OSError as exc:
-            raise TreeError(
-                f"{exc.filename or tree.backup_dir}: cannot remove what an interrupted run "
-                f"left ({exc.strerror}); nothing written"
-            ) from None
-        return None
-    _write_files(tree, journal)
-    _complete(tree, journal)
+    with _deferred() as pending:
+        if journal is None:
+            try:
+                _remove_debris(tree)
+            except OSError as exc:
+                raise TreeError(
+                    f"{_where(exc, tree.backup_dir)}: cannot remove what an interrupted run "
+                    f"left ({exc.strerror}); nothing written"
+                ) from None
+        else:
+            _write_files(tree, journal)
+            _complete(tree, journal)
+    if pending:
+        done = "" if journal is None else f"; the interrupted {journal.operation} was finished"
+        raise Interrupted(pending[0], f"nothing written{done}")
     return journal
+
+
+def _where(exc: OSError, default: Path) -> str:
+    """The file an ``OSError`` is about, as the user reads it."""
+    return display(Path(exc.filename)) if exc.filename else display(default)
+
+
+def _discard_staging(tree: SglangTree) -> None:
+    """After a run stopped before its commit point or rolled back: remove what it staged
+    (the whole backup folder when no earlier apply left a manifest). Best effort."""
+    with contextlib.suppress(OSError):
+        _remove_debris(tree)
 
 
 def _run(tree: SglangTree, journal: Journal) -> None:
     """Commit ``journal`` and carry it out; on an exception while files are being replaced,
     put them back as they were. A failure after that leaves the journal for the next run.
     """
+    operation = journal.operation
     try:
-        _write_json(tree.backup_dir / JOURNAL, journal.to_json())
-    except OSError as exc:
-        raise _staging_error(tree, exc) from None
-    try:
+        try:
+            _write_json(tree.backup_dir / JOURNAL, journal.to_json())
+        except OSError as exc:
+            raise _staging_error(tree, exc) from None
         _write_files(tree, journal)
     except BaseException as exc:
-        try:
-            _roll_back(tree, journal)
-        except (OSError, TreeError):
-            raise TreeError(
-                f"{display(tree.root)}: {journal.operation} failed ({_reason(exc)}) and could "
-                f"not be rolled back; {tree.backup_dir / JOURNAL} holds every byte: run "
-                f"{journal.operation} again to finish it"
+        with _deferred():  # a second Ctrl-C waits for the roll-back
+            try:
+                if (tree.backup_dir / JOURNAL).exists():
+                    _roll_back(tree, journal)
+            except (OSError, TreeError):
+                raise TreeError(
+                    f"{display(tree.root)}: {operation} failed ({_reason(exc)}) and could "
+                    f"not be rolled back; {display(tree.backup_dir / JOURNAL)} holds every "
+                    f"byte: run {operation} again to finish it"
+                ) from None
+            _discard_staging(tree)
+        if isinstance(exc, KeyboardInterrupt):
+            raise Interrupted(
+                _signum(exc), f"{operation} rolled back, nothing changed"
             ) from None
         if isinstance(exc, OSError):
             raise TreeError(
-                f"{exc.filename or tree.root}: cannot write ({exc.strerror}); "
-                f"{journal.operation} rolled back, nothing changed"
+                f"{_where(exc, tree.root)}: cannot write ({exc.strerror}); "
+                f"{operation} rolled back, nothing changed"
             ) from None
         raise
-    try:
-        _complete(tree, journal)
-    except OSError as exc:
-        raise TreeError(
-            f"{exc.filename or tree.backup_dir}: every file is written but the backup could "
-            f"not be updated ({exc.strerror}); run {journal.operation} again to finish"
-        ) from None
+    with _deferred() as pending:  # every file is written: record it whole
+        try:
+            _complete(tree, journal)
+        except OSError as exc:
+            raise TreeError(
+                f"{_where(exc, tree.backup_dir)}: every file is written but the backup "
+                f"could not be updated ({exc.strerror}); run {operation} again to finish"
+            ) from None
+    if pending:
+        raise Interrupted(pending[0], f"{operation} had finished")
 
 
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError):
-        return f"{exc.filename}: {exc.strerror}"
+        return f"{_where(exc, Path('.'))}: {exc.strerror}"
     return str(exc) or type(exc).__name__
 
 
@@ -506,9 +616,20 @@ def _stage(tree: SglangTree, relative: str, data: bytes) -> None:
 
 def _staging_error(tree: SglangTree, exc: OSError) -> TreeError:
     return TreeError(
-        f"{exc.filename or tree.backup_dir}: cannot save a copy ({exc.strerror}); "
+        f"{_where(exc, tree.backup_dir)}: cannot save a copy ({exc.strerror}); "
         "nothing written"
     )
+
+
+def _stopped_staging(tree: SglangTree, exc: BaseException) -> BaseException:
+    """What staging that failed or was interrupted raises, once its copies are removed."""
+    with _deferred():
+        _discard_staging(tree)
+    if isinstance(exc, OSError):
+        return _staging_error(tree, exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return Interrupted(_signum(exc), "nothing written")
+    return exc
 
 
 # -- apply ----------------------------------------------------------------------------
@@ -525,7 +646,7 @@ def apply(
         raise TreeError(
             f"{display(tree.path(key))}:{line}: edited since apply; nothing written "
             "(apply --force re-patches it and keeps the edited file in "
-            f"{tree.backup_dir / EDITED}/)"
+            f"{display(tree.backup_dir / EDITED)}/)"
         )
     steps: list[Step] = []
     new_manifest = {key: dict(entry) for key, entry in manifest.items()}
@@ -560,8 +681,8 @@ def apply(
                     tuple(folders),
                 )
             )
-    except OSError as exc:
-        raise _staging_error(tree, exc) from None
+    except (OSError, KeyboardInterrupt) as exc:
+        raise _stopped_staging(tree, exc) from None
     _run(tree, Journal("apply", tuple(steps), new_manifest))
     return [key for key, _ in edited]
 
@@ -651,8 +772,8 @@ def revert(tree: SglangTree, force: bool = False) -> Reverted:
             write_atomic(saved, data)
         for step in steps:
             _stage(tree, step.before, tree.path(step.file).read_bytes())
-    except OSError as exc:
-        raise _staging_error(tree, exc) from None
+    except (OSError, KeyboardInterrupt) as exc:
+        raise _stopped_staging(tree, exc) from None
     _run(tree, Journal("revert", tuple(steps), None))
     return Reverted(
         [step.file for step in steps],
@@ -699,10 +820,11 @@ def committed_files(tree: SglangTree, manifest: Manifest) -> list[str] | None:
 def drop_backup(tree: SglangTree) -> None:
     """Forget the backup of an apply the fork has committed: git holds that history now."""
     try:
-        _FS.rmtree(tree.backup_dir)
+        with _deferred():
+            _FS.rmtree(tree.backup_dir)
     except OSError as exc:
         raise TreeError(
-            f"{exc.filename or tree.backup_dir}: cannot remove the backup of a committed "
+            f"{_where(exc, tree.backup_dir)}: cannot remove the backup of a committed "
             f"apply ({exc.strerror}); nothing written"
         ) from None
 

@@ -21,6 +21,7 @@ import os
 import re
 import subprocess
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -162,8 +163,12 @@ class SglangTree:
         path: str | Path | None = None,
         allow_untested_version: bool = False,
         allow_upstream_refactor: bool = False,
+        notify: Callable[[str], None] | None = None,
     ) -> SglangTree:
-        """``path``: an ``sglang`` package folder, or a checkout root holding ``python/sglang``;
+        """``notify``: called with the one line on the version (``version_note``) as soon as
+        the version is known, before any other refusal.
+
+        ``path``: an ``sglang`` package folder, or a checkout root holding ``python/sglang``;
         ``None``: the installed ``sglang``. A version not in ``TESTED_VERSIONS`` is refused
         (naming it and where it was read) unless ``allow_untested_version``; a tree carrying
         upstream's own refactor is refused unless ``allow_upstream_refactor`` (``smoke`` serves
@@ -180,20 +185,20 @@ class SglangTree:
         else:
             root = Path(path)
             if not root.exists():
-                raise TreeError(f"{root}: no such folder")
+                raise TreeError(f"{display(root)}: no such folder")
             if not root.is_dir():
-                raise TreeError(f"{root}: not a folder")
+                raise TreeError(f"{display(root)}: not a folder")
             for candidate in (root, root / "sglang", root / "python" / "sglang"):
                 if (candidate / "srt" / "speculative").is_dir():
                     package = candidate
                     break
             else:
                 raise TreeError(
-                    f"{root}: not an SGLang tree (no srt/speculative/ here, "
+                    f"{display(root)}: not an SGLang tree (no srt/speculative/ here, "
                     "nor under sglang/ or python/sglang/)"
                 )
         return cls._checked(
-            package.resolve(), allow_untested_version, allow_upstream_refactor
+            package.resolve(), allow_untested_version, allow_upstream_refactor, notify
         )
 
     @classmethod
@@ -202,6 +207,7 @@ class SglangTree:
         package: Path,
         allow_untested_version: bool,
         allow_upstream_refactor: bool = False,
+        notify: Callable[[str], None] | None = None,
     ) -> SglangTree:
         checkout = None
         root = package.parent.parent
@@ -213,6 +219,10 @@ class SglangTree:
         git_dir, prefix = _git_dir(checkout) if checkout is not None else (None, "")
         tree = cls(package, checkout, git_dir, prefix)
         tree = cls(package, checkout, git_dir, prefix, tree._find_version())
+        note = tree.version_note()
+        if notify is not None and note is not None:
+            if tree.version is None or tree.version.known or allow_untested_version:
+                notify(note)
         upstream = tree.upstream_refactor()
         if upstream is not None and not allow_upstream_refactor:
             raise TreeError(
@@ -232,7 +242,8 @@ class SglangTree:
         missing = [f for f in SITE_FILES if not (tree.srt / f).is_file()]
         if missing:
             raise TreeError(
-                f"{tree.srt / missing[0]}: missing; not an SGLang {KNOWN_VERSION} tree"
+                f"{display(tree.srt / missing[0])}: missing; not an SGLang {KNOWN_VERSION} "
+                "tree"
             )
         return tree
 
@@ -286,7 +297,7 @@ class SglangTree:
                 module = ast.parse(path.read_bytes())
             except (OSError, SyntaxError, ValueError) as exc:
                 raise TreeError(
-                    f"{path}: cannot read the SGLang version ({exc})"
+                    f"{display(path)}: cannot read the SGLang version ({exc})"
                 ) from None
             for node in module.body:
                 if (
@@ -383,14 +394,14 @@ class SglangTree:
         try:
             return path.read_bytes().decode("utf-8")
         except FileNotFoundError:
-            raise TreeError(f"{path}: missing; nothing written") from None
+            raise TreeError(f"{display(path)}: missing; nothing written") from None
         except OSError as exc:
             raise TreeError(
-                f"{path}: cannot read ({exc.strerror}); nothing written"
+                f"{display(path)}: cannot read ({exc.strerror}); nothing written"
             ) from None
         except UnicodeDecodeError as exc:
             raise TreeError(
-                f"{path}: not UTF-8 (byte {exc.start}); not an SGLang source file, nothing written"
+                f"{display(path)}: not UTF-8 (byte {exc.start}); not an SGLang source file, nothing written"
             ) from None
 
 

@@ -27,8 +27,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .engine import CACHE_ENV, cache_root
 from .patch import rewrite_tree
-from .tree import KNOWN_VERSION, SglangTree
+from .tree import KNOWN_VERSION, SglangTree, TreeError, display
 
 HELP = "build dist/sglang-0.5.11+eaglesizing1-<tags>.whl: the release wheel with the patch applied"
 
@@ -43,7 +44,6 @@ FORK_SUMMARY = (
 #: Every entry's date: the earliest a zip file can hold.
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 COMPRESS_LEVEL = 6
-CACHE_ENV = "SGLANG_EAGLE_SIZING_CACHE"
 
 
 class WheelError(Exception):
@@ -63,7 +63,7 @@ class WheelName:
         stem = path.name.removesuffix(".whl")
         parts = stem.split("-")
         if not path.name.endswith(".whl") or len(parts) not in (5, 6):
-            raise WheelError(f"{path}: not a wheel file name (name-version-tags.whl)")
+            raise WheelError(f"{display(path)}: not a wheel file name (name-version-tags.whl)")
         return cls(parts[0], parts[1], "-".join(parts[2:]))
 
     @property
@@ -94,10 +94,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .pr import output_folder
+
     try:
+        output = output_folder(args.output, "--output")  # before the slow work
+        if args.wheel and not Path(args.wheel).is_file():
+            what = "not a file" if Path(args.wheel).exists() else "no such file"
+            raise WheelError(f"{display(Path(args.wheel))}: {what}; nothing written")
         upstream = Path(args.wheel) if args.wheel else cached_release_wheel()
-        built = build_wheel(upstream, Path(args.output))
-    except WheelError as exc:
+        built = build_wheel(upstream, output)
+    except (WheelError, TreeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ERROR
     print(built)
@@ -108,9 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def cache_folder() -> Path:
-    root = os.environ.get(CACHE_ENV)
-    base = Path(root) if root else Path.home() / ".cache" / "sglang-eagle-sizing"
-    return base / "wheels"
+    return cache_root() / "wheels"
 
 
 def cached_release_wheel(version: str = KNOWN_VERSION) -> Path:
@@ -127,7 +131,7 @@ def cached_release_wheel(version: str = KNOWN_VERSION) -> Path:
         if result.returncode != 0 or not found:
             last = (result.stderr.strip().splitlines() or ["no wheel"])[-1]
             raise WheelError(
-                f"{folder}: pip download {PROJECT}=={version} failed ({last})"
+                f"{display(folder)}: pip download {PROJECT}=={version} failed ({last})"
             )
     return found[0]
 
@@ -147,11 +151,11 @@ def _read_upstream(path: Path) -> tuple[WheelName, dict[str, tuple[bytes, int]]]
                 if not info.is_dir()
             }
     except FileNotFoundError:
-        raise WheelError(f"{path}: no such file") from None
+        raise WheelError(f"{display(path)}: no such file") from None
     except (zipfile.BadZipFile, OSError) as exc:
-        raise WheelError(f"{path}: not a readable wheel ({exc})") from None
+        raise WheelError(f"{display(path)}: not a readable wheel ({exc})") from None
     if name.dist_info + "METADATA" not in files:
-        raise WheelError(f"{path}: no {name.dist_info}METADATA in the wheel")
+        raise WheelError(f"{display(path)}: no {name.dist_info}METADATA in the wheel")
     return name, files
 
 
@@ -294,12 +298,15 @@ def build_wheel(upstream_wheel: Path, output: Path) -> Path:
     upstream, files = _read_upstream(upstream_wheel)
     patched = patched_files(files)
     fork, entries = fork_files(upstream, files, patched)
+    target = output / fork.filename()
     try:
         output.mkdir(parents=True, exist_ok=True)
-        target = output / fork.filename()
         write_wheel(target, entries)
     except OSError as exc:
+        # the folder that could not be made, else the wheel (not its temporary name)
+        failed = Path(exc.filename) if exc.filename else target
+        where = failed if failed in (output, *output.parents) else target
         raise WheelError(
-            f"{exc.filename or output}: cannot write ({exc.strerror})"
+            f"{display(where)}: cannot write ({exc.strerror}); nothing written"
         ) from None
     return target

@@ -1,0 +1,70 @@
+"""The documentation says what the code does: docs/shipping.md's list of the files that
+trigger the pre-commit hook agrees with the ``files`` pattern of .pre-commit-hooks.yaml."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+from conftest import REPO, STAND_IN_TESTS
+from sglang_eagle_sizing.sites import GET_CONFIG_FILES, SITE_FILES
+
+BEGIN, END = "<!-- hook-files: begin -->", "<!-- hook-files: end -->"
+
+
+def hook_pattern() -> re.Pattern:
+    hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    (hook,) = [h for h in hooks if h["id"] == "sglang-eagle-sizing-check"]
+    return re.compile(hook["files"])
+
+
+def documented() -> list[str]:
+    text = (REPO / "docs" / "shipping.md").read_text()
+    block = text.split(BEGIN, 1)[1].split(END, 1)[0]
+    return [re.match(r"- `([^`]+)`", line).group(1) for line in block.strip().splitlines()]
+
+
+def covered(path: str, entries: list[str]) -> bool:
+    return any(path == e or (e.endswith("/") and path.startswith(e)) for e in entries)
+
+
+def test_every_documented_file_triggers_the_hook():
+    pattern = hook_pattern()
+    for entry in documented():
+        example = entry + "any_module.py" if entry.endswith("/") else entry
+        assert pattern.search(example), entry
+
+
+def test_every_file_the_hook_watches_is_documented():
+    entries = documented()
+    watched = [f"python/sglang/srt/{f}" for f in (*SITE_FILES, *GET_CONFIG_FILES)]
+    watched += ["python/sglang/version.py", *STAND_IN_TESTS]
+    for path in watched:
+        assert hook_pattern().search(path), path
+        assert covered(path, entries), path
+
+
+def test_the_pattern_has_no_alternative_the_list_lacks():
+    """Each literal file the pattern spells out (its alternatives, expanded) is in the list."""
+    pattern = hook_pattern().pattern
+    # the alternatives under srt/: split the one group the pattern keeps them in
+    inner = re.search(r"srt/\((.*)\)\)\|test/registered/\)$", pattern).group(1)
+    parts, depth, current = [], 0, ""
+    for char in inner:
+        if char == "|" and depth == 0:
+            parts.append(current)
+            current = ""
+            continue
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        current += char
+    parts.append(current)
+    entries = documented()
+    for part in parts:
+        # expand one (a|b) group, if any
+        group = re.search(r"\(([^()]*)\)", part)
+        options = [part]
+        if group:
+            options = [part[: group.start()] + o + part[group.end():] for o in group.group(1).split("|")]
+        for option in options:
+            path = "python/sglang/srt/" + option.replace("\\.", ".")
+            assert covered(path, entries), path
