@@ -14,6 +14,7 @@ summary (``apply -q``: nothing).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import os
@@ -244,6 +245,11 @@ def main(argv: list[str] | None = None) -> int:
             return (
                 exc.exit_code if isinstance(exc, transaction.Interrupted) else 130
             )
+        except BrokenPipeError:  # stdout closed by the reader (| head): stop quietly
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+            return 141  # 128 + SIGPIPE, as a shell reports it
         except OSError as exc:  # one that no command turned into a message of its own
             _flush()
             where = f"{display(Path(exc.filename))}: " if exc.filename else ""
