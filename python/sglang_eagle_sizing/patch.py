@@ -9,6 +9,7 @@ installed package has no ``test/`` folder and gets none.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -259,6 +260,12 @@ def _rewrite_all(todo, texts, length, enabled_now, progress, start, total) -> li
     return [results[file] for file in todo]
 
 
+@functools.lru_cache(maxsize=1)
+def _fingerprint() -> str:
+    """The tool's fingerprint, read once per process (a series makes 16 caches)."""
+    return tool_fingerprint()
+
+
 class RewriteCache:
     """What the rules wrote for a file, per (tool fingerprint, file, its bytes, line length,
     concerns), one JSON file each under ``$SGLANG_EAGLE_SIZING_CACHE/rewrite``: a second
@@ -267,7 +274,7 @@ class RewriteCache:
 
     def __init__(self, length: int | None, enabled_now: tuple[str, ...] | None):
         self.folder = cache_root() / "rewrite"
-        self.salt = f"{tool_fingerprint()}\0{length}\0{enabled_now}\0"
+        self.salt = f"{_fingerprint()}\0{length}\0{enabled_now}\0"
 
     def _path(self, file: str, text: str) -> Path:
         key = hashlib.sha256(f"{self.salt}{file}\0".encode() + text.encode("utf-8"))
