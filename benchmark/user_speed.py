@@ -80,6 +80,9 @@ def main() -> None:
     parser.add_argument("--before", type=Path, required=True)
     parser.add_argument("--after", type=Path, required=True)
     parser.add_argument("--no-series", action="store_true")
+    parser.add_argument(
+        "--sides", default="before,after", help="which to run (a rerun of one side: after)"
+    )
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="eagle-sizing-user-speed-"))
     pristine = make_checkout(scratch / "pristine")
@@ -101,7 +104,8 @@ def main() -> None:
         ]
     print(f"machine: {machine()}; load average before: {os.getloadavg()}", flush=True)
     figures: dict[str, dict[str, str]] = {}
-    for label, code in (("before", args.before.resolve()), ("after", args.after.resolve())):
+    sides = (("before", args.before.resolve()), ("after", args.after.resolve()))
+    for label, code in [side for side in sides if side[0] in args.sides.split(",")]:
         cache = scratch / f"cache-{label}"
         fork = scratch / f"fork-{label}"
         fresh = scratch / f"fresh-{label}"

@@ -14,6 +14,7 @@ summary (``apply -q``: nothing).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import os
@@ -25,7 +26,7 @@ from pathlib import Path
 from . import __version__, transaction
 from .engine import CACHE_ENV, Finding, FindingsCache, RewriteError, default_cache_dir
 from .patch import TreeReport, check_tree, rewrite_tree
-from .tree import ALLOW_FLAG, TESTED_TEXT, SglangTree, TreeError, display
+from .tree import _OUR_HELPERS, ALLOW_FLAG, TESTED_TEXT, SglangTree, TreeError, display
 
 OK, WORK_TO_DO, ERROR = 0, 1, 2
 #: the name the tool is installed under (its console script)
@@ -244,6 +245,11 @@ def main(argv: list[str] | None = None) -> int:
             return (
                 exc.exit_code if isinstance(exc, transaction.Interrupted) else 130
             )
+        except BrokenPipeError:  # stdout closed by the reader (| head): stop quietly
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+            return 141  # 128 + SIGPIPE, as a shell reports it
         except OSError as exc:  # one that no command turned into a message of its own
             _flush()
             where = f"{display(Path(exc.filename))}: " if exc.filename else ""
@@ -470,8 +476,9 @@ def _nothing_to_revert(tree: SglangTree) -> None:
     """No backup: say so, and on a patched tree where the patch went (into a commit, most
     likely) and how to take it out."""
     where = f"{display(tree.package)}: no backup of an apply here; nothing to revert"
-    report = check_tree(tree, FindingsCache(default_cache_dir()))
-    patched = any(f.status == Finding.ROUTED for f in report.findings)
+    # the helpers this patch inserts (what tells it from upstream's refactor too): no rules run
+    info = tree.read("speculative/eagle_info.py")
+    patched = any(f"def {name}(" in info for name in _OUR_HELPERS)
     if not patched:
         raise TreeError(f"{where} (the tree is not patched)")
     if tree.git_dir is not None:

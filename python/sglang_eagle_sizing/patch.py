@@ -9,6 +9,7 @@ installed package has no ``test/`` folder and gets none.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -284,6 +285,12 @@ def _rewrite_all(todo, texts, settings, progress, start, total) -> list[FileResu
     return [results[file] for file in todo]
 
 
+@functools.lru_cache(maxsize=1)
+def _fingerprint() -> str:
+    """The tool's fingerprint, read once per process (a series makes 16 caches)."""
+    return tool_fingerprint()
+
+
 class RewriteCache:
     """What the rules wrote for a file, per (tool fingerprint, file, its bytes, line length,
     concerns), one JSON file each under ``$SGLANG_EAGLE_SIZING_CACHE/rewrite``: a second
@@ -295,7 +302,7 @@ class RewriteCache:
     ):
         self.folder = cache_root() / "rewrite"
         release_key = hashlib.sha256((release or "").encode()).hexdigest() if release else None
-        self.salt = f"{tool_fingerprint()}\0{length}\0{enabled_now}\0{release_key}\0"
+        self.salt = f"{_fingerprint()}\0{length}\0{enabled_now}\0{release_key}\0"
 
     def _path(self, file: str, text: str) -> Path:
         key = hashlib.sha256(f"{self.salt}{file}\0".encode() + text.encode("utf-8"))

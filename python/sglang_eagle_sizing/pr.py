@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import concerns, series
-from .engine import Finding
+from .engine import Finding, FindingsCache, default_cache_dir
 from .patch import SITE_LABELS, TreeReport, check_tree, rewrite_tree
 from .sites import SITES, Site
 from .tree import TreeError, display
@@ -278,7 +278,7 @@ def pull_request(tree, gpu_test: bool = False, with_diff: bool = False) -> str:
         raise PrError(f"{display(tree.srt)}: sizing sites the rules cannot handle; run check")
     if not report.changed and not report.tests_to_add:
         raise PrError(f"{display(tree.srt)}: nothing to change")
-    changes = site_changes(check_tree(release).findings)
+    changes = site_changes(check_tree(release, FindingsCache(default_cache_dir())).findings)
     files = {c.site.file for c in changes}
     sections = [
         [f"# {TITLE}", ""],

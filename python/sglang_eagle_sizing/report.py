@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import transaction
+from .engine import FindingsCache, default_cache_dir
 from .patch import check_tree, rewrite_tree
 from .sites import GET_CONFIG_FILES, SITE_FILES, Kind, Phase
 from .tree import KNOWN_VERSION, SglangTree
@@ -113,7 +114,7 @@ def _release_sources(files: tuple[str, ...]) -> dict[str, str]:
 
 def tree_sources(tree: SglangTree) -> tuple[dict[str, str], dict[str, str], str]:
     """(pristine, patched) texts of the site files, and where the pristine ones came from."""
-    report = check_tree(tree)
+    report = check_tree(tree, FindingsCache(default_cache_dir()))
     current = {f: tree.read(f) for f in report_files(tree)}
     any_routed = any(f.status == "routed" and f.label in ("decode", "extend") for f in report.findings)
     manifest = transaction.read_manifest(tree)

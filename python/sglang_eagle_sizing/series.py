@@ -817,23 +817,31 @@ class Step:
     #: ``{path from the checkout root: (text before, text after)}``; ``None``: no file
     files: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
 
+    def _body(self, key: str) -> str:
+        """The unified diff of one file (computed once: difflib is the slow part)."""
+        cache = self.__dict__.setdefault("_bodies", {})
+        if key not in cache:
+            old, new = self.files[key]
+            if old is None:
+                cache[key] = unified_diff("", new or "", "/dev/null", "b/" + key)
+            else:
+                cache[key] = unified_diff(old, new or "", "a/" + key, "b/" + key)
+        return cache[key]
+
     def diff(self) -> str:
         out = []
         for key, (old, new) in sorted(self.files.items()):
             header = f"diff --git a/{key} b/{key}\n"
             if old is None:
                 header += "new file mode 100644\n"
-                body = unified_diff("", new or "", "/dev/null", "b/" + key)
-            else:
-                body = unified_diff(old, new or "", "a/" + key, "b/" + key)
-            out.append(header + body)
+            out.append(header + self._body(key))
         return "".join(out)
 
     def counts(self) -> dict[str, tuple[int, int]]:
         """``{path: (lines added, lines removed)}``."""
         found = {}
-        for key, (old, new) in self.files.items():
-            lines = unified_diff(old or "", new or "", "a", "b").splitlines()[2:]
+        for key in self.files:
+            lines = self._body(key).splitlines()[2:]
             added = sum(1 for line in lines if line.startswith("+"))
             removed = sum(1 for line in lines if line.startswith("-"))
             found[key] = (added, removed)

@@ -361,7 +361,7 @@ def release_root(cache: Path) -> Path:
 
     root = cache / "release-0.5.11"
     if not (root / "sglang" / "srt").is_dir():
-        partial = cache / f"release-0.5.11.partial"
+        partial = cache / "release-0.5.11.partial"
         if partial.exists():
             shutil.rmtree(partial)
         with zipfile.ZipFile(cached_release_wheel()) as wheel:

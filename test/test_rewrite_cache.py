@@ -1,0 +1,39 @@
+"""``rewrite_tree`` rewrites files over the cores and keeps each file's rewrite in the cache:
+the results are the same bytes and findings as one process computing them afresh, and a
+second run takes them from the cache without running the rules."""
+
+from __future__ import annotations
+
+from sglang_eagle_sizing import concerns, patch
+from sglang_eagle_sizing.tree import SglangTree
+
+
+def _results(report: patch.TreeReport) -> list[tuple]:
+    return [(r.file, r.old_text, r.new_text, r.findings) for r in report.results]
+
+
+def test_parallel_and_cached_rewrites_equal_one_process(tree, tmp_path, monkeypatch):
+    sglang = SglangTree.locate(tree)
+    monkeypatch.setenv("SGLANG_EAGLE_SIZING_CACHE", str(tmp_path / "one"))
+    monkeypatch.setenv(patch.JOBS_ENV, "1")
+    alone = _results(patch.rewrite_tree(sglang))
+    monkeypatch.setenv("SGLANG_EAGLE_SIZING_CACHE", str(tmp_path / "many"))
+    monkeypatch.setenv(patch.JOBS_ENV, "2")
+    seen = []
+    parallel = _results(patch.rewrite_tree(sglang, progress=lambda d, t: seen.append((d, t))))
+    assert parallel == alone
+    assert seen[-1] == (len(alone), len(alone)) and len(seen) == len(alone)
+
+    def never(*args):
+        raise AssertionError("the rules ran although every file is cached")
+
+    monkeypatch.setattr(patch, "rewrite_source", never)
+    assert _results(patch.rewrite_tree(sglang)) == alone
+    # another set of concerns is another entry
+    with concerns.only(concerns.prefix(1)):
+        try:
+            patch.rewrite_tree(sglang)
+        except AssertionError as exc:
+            assert "the rules ran" in str(exc)
+        else:
+            raise AssertionError("a rewrite with other concerns came from the cache")
