@@ -983,7 +983,13 @@ class TestPaddedDecodeOnTriton(CustomTestCase):
             backend.init_forward_metadata(batch)
             cls.unpadded = backend.forward_decode(q, k, v, layer, batch)
             cls.not_padded = get_draft_decode_metadata_batch(even, runner) is even
+            # Before the draft steps set their own tokens, the batch holds more rows
+            # (every step's cache locations).
+            step_ids, step_locs = batch.input_ids, batch.out_cache_loc
+            batch.input_ids = torch.zeros((3,), dtype=torch.int64)
+            batch.out_cache_loc = torch.arange(3)
             backend.init_forward_metadata(get_draft_decode_metadata_batch(batch, runner))
+            batch.input_ids, batch.out_cache_loc = step_ids, step_locs
             cls.kv_indptr = backend.forward_metadata.kv_indptr.tolist()
             cls.rows_before_the_step = batch.batch_size
             batch.prepare_mlp_sync_batch(runner)
