@@ -363,6 +363,12 @@ def get_draft_decode_metadata_batch(forward_batch, draft_model_runner):
         return forward_batch
     padded = copy(forward_batch)
     padded.spec_info = copy(forward_batch.spec_info)
+    # Each step sets input_ids and out_cache_loc to its own tokens (draft_forward),
+    # which are padded; the metadata reads neither.
+    tokens_per_req = getattr(forward_batch.spec_info, "num_tokens_per_req", 1)
+    num_tokens = forward_batch.batch_size * tokens_per_req
+    padded.input_ids = forward_batch.input_ids.new_zeros((num_tokens,))
+    padded.out_cache_loc = forward_batch.out_cache_loc.new_zeros((num_tokens,))
     padded.global_num_tokens_cpu = list(forward_batch.global_num_tokens_cpu)
     if forward_batch.lora_ids is not None:
         padded.lora_ids = list(forward_batch.lora_ids)

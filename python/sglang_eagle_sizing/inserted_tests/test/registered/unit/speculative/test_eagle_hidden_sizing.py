@@ -984,7 +984,15 @@ class TestPaddedDecodeOnTriton(CustomTestCase):
             backend.init_forward_metadata(batch)
             cls.unpadded = backend.forward_decode(q, k, v, layer, batch)
             cls.not_padded = get_draft_decode_metadata_batch(even, runner) is even
-            backend.init_forward_metadata(get_draft_decode_metadata_batch(batch, runner))
+            # Before the draft steps set their own tokens, the batch holds more rows
+            # (every step's cache locations).
+            step_ids, step_locs = batch.input_ids, batch.out_cache_loc
+            batch.input_ids = torch.zeros((3,), dtype=torch.int64)
+            batch.out_cache_loc = torch.arange(3)
+            backend.init_forward_metadata(
+                get_draft_decode_metadata_batch(batch, runner)
+            )
+            batch.input_ids, batch.out_cache_loc = step_ids, step_locs
             cls.kv_indptr = backend.forward_metadata.kv_indptr.tolist()
             cls.rows_before_the_step = batch.batch_size
             batch.prepare_mlp_sync_batch(runner)
@@ -1032,7 +1040,9 @@ class TestPaddedIdleBatchOnFlashInfer(CustomTestCase):
             capture_hidden_mode=None,
         )
         planned = []
-        wrapper = SimpleNamespace(begin_forward=lambda *args, **kw: planned.append(args))
+        wrapper = SimpleNamespace(
+            begin_forward=lambda *args, **kw: planned.append(args)
+        )
         updater = SimpleNamespace(
             kv_last_page_len=torch.ones((4,), dtype=torch.int32),
             num_qo_heads=4,
@@ -2330,7 +2340,9 @@ class TestEagle3NormVariants(CustomTestCase):
         )
         self.assertTrue(agreeing.model.norm_output)
         with self.assertRaises(ValueError) as raised:
-            llama_eagle3_model(norm_before_fc=False, eagle_config={"norm_before_fc": True})
+            llama_eagle3_model(
+                norm_before_fc=False, eagle_config={"norm_before_fc": True}
+            )
         self.assertIn("eagle_config.norm_before_fc=True", str(raised.exception))
 
     def test_both_fc_norms_are_refused_when_the_model_is_built(self):
