@@ -57,8 +57,8 @@ RULE_FAMILIES = (
 #: The mutants CI runs (scripts/fork_mutation_table.py runs them all): one per site kind
 #: and rule family, the paths the CPU test reaches through the real workers (the three it
 #: kills by behaviour where it once read source text among them), the false alarm and the
-#: benign refactor a textual guard would fail on, a speculators-format drafter read
-#: with the default three layers, and its ids read as SGLang's.
+#: benign refactor a textual guard would fail on, and a speculators-format drafter whose
+#: ids are read as SGLang's (the hidden state after each).
 #: test_ci_sample_covers_every_rule_and_site_kind keeps it covering.
 CI_SAMPLE = (
     "site EAGLEWorker.forward_draft_extend_after_decode",
@@ -79,7 +79,6 @@ CI_SAMPLE = (
     "idle: v2 draft-extend input without a pointer row",
     "padded draft metadata: built for the unpadded batch",
     "PD buffers: prefill side takes the extend width without aux",
-    "speculators config: top-level ids dropped",
     "speculators config: ids read as SGLang's",
     "not a bug: a DFLASH buffer",
     "benign: the PD condition's operands swapped",

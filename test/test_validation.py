@@ -273,10 +273,10 @@ def test_ids_the_target_cannot_capture_are_refused_naming_the_key_and_its_layers
     for name in PAIRS:
         pair = load_pair(DATA / name / "draft", DATA / name / "target", srt)
         if name != "gemma-3-27b-it__specforge-eagle3":
-            eagle_info.get_eagle_aux_hidden_state_layer_ids(pair.draft.hf_config, pair.target)
+            eagle_info.get_eagle_captured_layer_ids(pair.draft.hf_config, pair.target)
             continue
         with pytest.raises(ValueError) as raised:
-            eagle_info.get_eagle_aux_hidden_state_layer_ids(pair.draft.hf_config, pair.target)
+            eagle_info.get_eagle_captured_layer_ids(pair.draft.hf_config, pair.target)
         message = str(raised.value)
         assert "eagle_config.eagle_aux_hidden_state_layer_ids=[1, 29, 61]" in message
         assert "a target of 62 layers captures; hidden state 62 is not captured" in message

@@ -56,11 +56,6 @@ def _hf_config_path(hf_config) -> str:
     return getattr(hf_config, "name_or_path", "") or "<unknown>"
 
 
-def _config_path(model_config) -> str:
-    path = getattr(model_config, "model_path", None)
-    return path or _hf_config_path(model_config.hf_config)
-
-
 def _invalid_draft_config(
     key: str, value, expected: str, draft_path: str, target_path: Optional[str]
 ) -> ValueError:
@@ -200,29 +195,12 @@ def parse_eagle_use_aux_hidden_state(
     )
 
 
-def get_eagle_aux_hidden_state_layer_ids(
-    draft_hf_config, target_model_config=None
-) -> Optional[List[int]]:
+def get_eagle_aux_hidden_state_layer_ids(draft_hf_config) -> Optional[List[int]]:
     """The target layers the drafter names for EAGLE-3 to capture; None: the target's
-    default layers. Layer ``i``'s output is captured: with ``target_model_config``,
-    an id whose output the target does not capture is refused."""
-    draft_path = _hf_config_path(draft_hf_config)
-    if target_model_config is None:
-        return _read_aux_layer_ids(draft_hf_config, draft_path, None)[1]
-    target_path = _config_path(target_model_config)
-    key, layer_ids = _read_aux_layer_ids(draft_hf_config, draft_path, target_path)
-    # Layer i's output is captured as the input of layer i + 1: the last has none.
-    num_layers = target_model_config.num_hidden_layers
-    if layer_ids is not None and max(layer_ids) > num_layers - 2:
-        raise _invalid_draft_config(
-            key,
-            layer_ids,
-            f"layer ids 0 to {num_layers - 2}, whose outputs (hidden states 1 to "
-            f"{num_layers - 1}) a target of {num_layers} layers captures; hidden "
-            f"state {max(layer_ids) + 1} is not captured",
-            draft_path,
-            target_path,
-        )
+    default layers."""
+    _, layer_ids = _read_aux_layer_ids(
+        draft_hf_config, _hf_config_path(draft_hf_config), None
+    )
     return layer_ids
 
 
@@ -247,7 +225,36 @@ def get_eagle_draft_model_config(server_args: ServerArgs):
     )
 '''
 
+CAPTURE_HELPERS = '''
+def get_eagle_captured_layer_ids(
+    draft_hf_config, target_model_config
+) -> Optional[List[int]]:
+    """``get_eagle_aux_hidden_state_layer_ids``, checked against the target: layer
+    ``i``'s output is captured as the input of layer ``i + 1``, so the last layer's id
+    is refused, naming the key and the target's layer count."""
+    draft_path = _hf_config_path(draft_hf_config)
+    target_path = getattr(target_model_config, "model_path", None) or "<unknown>"
+    key, layer_ids = _read_aux_layer_ids(draft_hf_config, draft_path, target_path)
+    num_layers = target_model_config.num_hidden_layers
+    if layer_ids is not None and max(layer_ids) > num_layers - 2:
+        raise _invalid_draft_config(
+            key,
+            layer_ids,
+            f"layer ids 0 to {num_layers - 2}, whose outputs (hidden states 1 to "
+            f"{num_layers - 1}) a target of {num_layers} layers captures; hidden "
+            f"state {max(layer_ids) + 1} is not captured",
+            draft_path,
+            target_path,
+        )
+    return layer_ids
+'''
+
 _VALIDATION_HEAD = '''
+def _config_path(model_config) -> str:
+    path = getattr(model_config, "model_path", None)
+    return path or _hf_config_path(model_config.hf_config)
+
+
 def validate_eagle_draft_config(
     speculative_algorithm: SpeculativeAlgorithm, draft_model_config, target_model_config
 ) -> None:
@@ -381,6 +388,7 @@ def get_draft_decode_metadata_batch(forward_batch, draft_model_runner):
 #: What each concern inserts at the top of ``eagle_info.py``, in the order it stands there.
 HELPERS_BY_CONCERN = {
     "parser": PARSER_HELPERS,
+    "target-capture": CAPTURE_HELPERS,
     "validation": VALIDATION_HELPERS,
     "dtype": DTYPE_HELPERS,
     "routing": ROUTING_HELPERS,

@@ -177,12 +177,17 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
         speculative_algorithm, pair.draft.hf_config
     )
     num_aux = patched_info.get_eagle_num_aux_hidden_states(pair.draft.hf_config)
-    captured = None
+    captured = refusal = None
     if speculative_algorithm.is_eagle3() and use_aux:
-        layer_ids = patched_info.get_eagle_aux_hidden_state_layer_ids(
-            pair.draft.hf_config, pair.target
-        )
-        captured = captured_hidden_states(layer_ids, pair.target.num_hidden_layers)
+        # the target refuses, at start-up, an id whose output it cannot capture; the sites
+        # are still reported (the report says so and exits 2)
+        try:
+            layer_ids = patched_info.get_eagle_captured_layer_ids(
+                pair.draft.hf_config, pair.target
+            )
+            captured = captured_hidden_states(layer_ids, pair.target.num_hidden_layers)
+        except ValueError as exc:
+            refusal = str(exc)
     built = built_pair(pair, algorithm, patched_info)
     now = evaluate_tree(trees.patched, built, algorithm, settings, use_aux, num_aux)
     before = evaluate_tree(trees.pristine, pair, algorithm, settings, use_aux, num_aux)
@@ -231,6 +236,8 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
         "eagle_num_aux_hidden_states": num_aux,
         # indices into transformers' output_hidden_states (0: the embeddings)
         "captured_hidden_states": captured,
+        # what the patched target refuses at start-up (None: nothing)
+        "refusal": refusal,
         # the dtype the patched draft TpModelWorker builds the draft model in (--dtype auto)
         "draft_built_dtype": str(built.draft.dtype),
         "settings": {
@@ -465,6 +472,9 @@ def run(args) -> int:
         report = build(draft, target, args.algorithm, SglangTree.locate(args.sglang))
     except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if report["refusal"] is not None:
+        print(f"error: {report['refusal']}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(report, indent=2))

@@ -83,9 +83,8 @@ states assumes three.
 
 - `eagle_info.py`: `parse_eagle_use_aux_hidden_state(algorithm, draft_hf_config)` (`null`,
   `0` and `1` read by their truth value, as before),
-  `get_eagle_aux_hidden_state_layer_ids(draft_hf_config, target_model_config=None)` (from
-  `eagle_config`, else from the top level of the config; both must agree; given the
-  target's config, an id whose output no layer of the target reads is refused) and
+  `get_eagle_aux_hidden_state_layer_ids(draft_hf_config)` (from `eagle_config`, else from
+  the top level of the config; both must agree) and
   `get_eagle_num_aux_hidden_states(draft_hf_config)` (their number, else 3; a declared
   `num_aux_hidden_states` must agree). A malformed value is refused with one `ValueError`
   naming the key, the value and the config.
@@ -146,12 +145,13 @@ at the drafter's `fc`.
 
 ## Modifications
 
-`ModelRunner.__init__` reads the flag and the layer ids with
-`parse_eagle_use_aux_hidden_state` and
-`get_eagle_aux_hidden_state_layer_ids(draft_hf_config, self.model_config)` (imported where
-they are used, as the DFLASH branch does: `eagle_info` imports `model_runner`), which
-refuses an id above `num_hidden_layers - 2`, naming the key, the hidden state and the
-target's layer count, still in `__init__`: before any weights load.
+- `eagle_info.py`: `get_eagle_captured_layer_ids(draft_hf_config, target_model_config)`,
+  the parser's layer ids checked against the target: an id above `num_hidden_layers - 2`
+  is refused, naming the key, the hidden state and the target's layer count.
+- `ModelRunner.__init__` reads the flag and the layer ids with
+  `parse_eagle_use_aux_hidden_state` and `get_eagle_captured_layer_ids(draft_hf_config,
+  self.model_config)` (imported where they are used, as the DFLASH branch does:
+  `eagle_info` imports `model_runner`), still in `__init__`: before any weights load.
 
 ## Behavior changes
 

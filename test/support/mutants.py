@@ -634,13 +634,13 @@ PATH_MUTATIONS = [
         lambda t: _replace_in_function(
             t,
             "ModelRunner.__init__",
-            "draft_model_config.hf_config, self.model_config\n                )",
-            "draft_model_config.hf_config, self.model_config\n                ) and [\n"
-            "                    i + 1\n"
-            "                    for i in get_eagle_aux_hidden_state_layer_ids(\n"
-            "                        draft_model_config.hf_config\n"
-            "                    )\n"
-            "                ]",
+            "draft_model_config.hf_config, self.model_config\n            )",
+            "draft_model_config.hf_config, self.model_config\n            ) and [\n"
+            "                i + 1\n"
+            "                for i in get_eagle_captured_layer_ids(\n"
+            "                    draft_model_config.hf_config, self.model_config\n"
+            "                )\n"
+            "            ]",
         ),
     ),
     (

@@ -16,6 +16,7 @@ from ..concerns import (
     EXTEND_WIDTH,
     PARSER,
     ROUTING,
+    TARGET_CAPTURE,
     VALIDATION,
     enabled,
 )
@@ -69,7 +70,7 @@ def _blank(node: cst.CSTNode, count: int) -> cst.CSTNode:
 
 
 class ContractRule(Rule):
-    concerns = (PARSER, VALIDATION, DTYPE, ROUTING, ATTENTION_BACKENDS)
+    concerns = (PARSER, TARGET_CAPTURE, VALIDATION, DTYPE, ROUTING, ATTENTION_BACKENDS)
     files = frozenset({CONTRACT_FILE})
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef):

@@ -67,13 +67,13 @@ class TargetCaptureRule(Rule):
             column = self.column_of(original_node.body[index])
             new = statements(
                 "from sglang.srt.speculative.eagle_info import (\n"
-                "    get_eagle_aux_hidden_state_layer_ids,\n"
+                "    get_eagle_captured_layer_ids,\n"
                 f"    {PARSER_CALL},\n"
                 ")\n\n"
                 "# The drafter's eagle_config, read by the parser every EAGLE worker uses:\n"
                 "# what the target captures and the draft side sizes for cannot drift apart.\n"
                 f"{FLAG} = {PARSER_CALL}(self.spec_algorithm, {hf_config})\n"
-                f"{LAYER_IDS} = get_eagle_aux_hidden_state_layer_ids(\n"
+                f"{LAYER_IDS} = get_eagle_captured_layer_ids(\n"
                 f"    {hf_config}, self.model_config\n"
                 ")\n",
                 column,

@@ -96,6 +96,7 @@ RECORDED_HELPERS = (
     "get_draft_runner",
     "parse_eagle_use_aux_hidden_state",
     "get_eagle_aux_hidden_state_layer_ids",
+    "get_eagle_captured_layer_ids",
     "get_eagle_num_aux_hidden_states",
     "get_eagle_draft_model_config",
     "validate_eagle_draft_config",
