@@ -113,7 +113,9 @@ def test_the_target_captures_the_four_layers_a_speculators_drafter_declares(tree
     declared = config_json(DATA / FOUR_IDS / "draft")[IDS]
     pair = load_pair(DATA / FOUR_IDS / "draft", DATA / FOUR_IDS / "target", trees.patched)
     eagle_info = load_eagle_info(trees.patched)
-    assert _target_capture(trees.patched, pair.draft, eagle_info) == (True, declared)
+    # the library's ids index the target's hidden states: SGLang's layer ids are one less
+    sglang_ids = [k - 1 for k in declared]
+    assert _target_capture(trees.patched, pair.draft, eagle_info, pair.target) == (True, sglang_ids)
     assert eagle_info.get_eagle_num_aux_hidden_states(pair.draft.hf_config) == 4
 
 
@@ -273,7 +275,7 @@ def test_disagreement_table_in_docs_is_current(pristine):
     )
 
 
-def _target_capture(srt: Path, draft_model_config, eagle_info):
+def _target_capture(srt: Path, draft_model_config, eagle_info, target_model_config):
     """Run the EAGLE-3 branch of the tree's own ``ModelRunner.__init__`` that reads the
     drafter's eagle_config; return what the target then captures."""
     import ast
@@ -291,7 +293,9 @@ def _target_capture(srt: Path, draft_model_config, eagle_info):
         if not isinstance(s, ast.ImportFrom)  # the patched tree's names come from eagle_info below
         and not (isinstance(s, ast.Assign) and ast.unparse(s.targets[0]) == "draft_model_config")
     ]
-    runner = SimpleNamespace(spec_algorithm=eagle_info.SpeculativeAlgorithm.EAGLE3)
+    runner = SimpleNamespace(
+        spec_algorithm=eagle_info.SpeculativeAlgorithm.EAGLE3, model_config=target_model_config
+    )
     scope = {"self": runner, "draft_model_config": draft_model_config}
     scope.update({n: getattr(eagle_info, n) for n in dir(eagle_info) if n.startswith(("get_eagle", "parse_eagle"))})
     exec(compile(ast.Module(body=body, type_ignores=[]), "model_runner.py", "exec"), scope)
@@ -315,9 +319,14 @@ def test_the_target_captures_what_it_did_for_every_shared_eagle3_drafter(trees, 
     from sglang_eagle_sizing.evaluate import load_eagle_info
 
     pair = load_pair(DATA / name / "draft", DATA / name / "target", trees.patched)
-    old = _target_capture(trees.pristine, pair.draft, load_eagle_info(trees.patched))
-    new = _target_capture(trees.patched, pair.draft, load_eagle_info(trees.patched))
-    assert new == old
+    eagle_info = load_eagle_info(trees.patched)
+    old = _target_capture(trees.pristine, pair.draft, eagle_info, pair.target)
+    if name == "gemma-3-27b-it__specforge-eagle3":
+        # id 61 of 62 layers: no layer reads its output; refused before any weights load
+        with pytest.raises(ValueError, match="a target of 62 layers captures"):
+            _target_capture(trees.patched, pair.draft, eagle_info, pair.target)
+        return
+    assert _target_capture(trees.patched, pair.draft, eagle_info, pair.target) == old
 
 
 def test_the_target_captures_the_layers_a_drafter_declares_at_the_top_level(trees):
@@ -330,6 +339,6 @@ def test_the_target_captures_the_layers_a_drafter_declares_at_the_top_level(tree
     assert "eagle_config" not in config_json(DATA / TOP_LEVEL_IDS / "draft")
     pair = load_pair(DATA / TOP_LEVEL_IDS / "draft", DATA / TOP_LEVEL_IDS / "target")
     eagle_info = load_eagle_info(trees.patched)
-    assert _target_capture(trees.pristine, pair.draft, eagle_info) == (True, None)
-    assert _target_capture(trees.patched, pair.draft, eagle_info) == (True, declared)
+    assert _target_capture(trees.pristine, pair.draft, eagle_info, pair.target) == (True, None)
+    assert _target_capture(trees.patched, pair.draft, eagle_info, pair.target) == (True, declared)
     assert eagle_info.get_eagle_num_aux_hidden_states(pair.draft.hf_config) == len(declared)
