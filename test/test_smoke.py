@@ -19,12 +19,13 @@ subset (``smoke.cases.CI_CASES``):
 
 Then four run-time mutants of the patched tree, served the same way, must be caught:
 
-- ``rule layer-id parser: ids ignored``: the target captures its default layers instead of
-  the ones the drafter declares. On the 4-layer target the defaults are ``[2, 2, 1]``, two
-  distinct layers: the target hands the drafter 128 features for its ``fc`` of 192, and the
-  server crashes at the first draft extend. (Had the widths matched, the tokens would stay
-  right, verification keeps greedy output exact, and the accept length would change: the test
-  accepts a crash, other tokens or another accept length as caught.)
+- ``target capture: layer ids shifted by one``: the target captures the hidden state after
+  each one the drafter declares. On the 4-layer target ids ``[0, 1, 2]`` become the inputs
+  of layers 2, 3 and 4, and there is no layer 4: the target hands the drafter 128 features
+  for its ``fc`` of 192, and the server fails at the first draft extend. (Had the widths
+  matched, the tokens would stay right, verification keeps greedy output exact, and the
+  accept length would change: the test accepts a crash, other tokens or another accept
+  length as caught.)
 - ``rule refusal off: _read_num_aux_hidden_states (num_aux_hidden_states)``: the drafter with
   a wrong ``num_aux_hidden_states`` is served instead of refused.
 - ``idle: no attention indices``: ``EagleDraftInput.create_idle_input`` without the empty
@@ -157,9 +158,9 @@ def test_contract_calls_are_recorded(smoke_run):
     _, report, _ = smoke_run
     records = entry(report, "eagle3-v1")["tree"]["sites"]
     functions = {r["function"] for r in records}
-    assert {"parse_eagle_use_aux_hidden_state", "get_eagle_aux_hidden_state_layer_ids",
+    assert {"parse_eagle_use_aux_hidden_state", "get_eagle_captured_layer_ids",
             "validate_eagle_draft_config"} <= functions, records
-    callers = {r["scope"] for r in records if r["function"] == "get_eagle_aux_hidden_state_layer_ids"}
+    callers = {r["scope"] for r in records if r["function"] == "get_eagle_captured_layer_ids"}
     assert "ModelRunner.__init__" in callers or any("model_runner" in r["file"] for r in records)
     # when every request of a batch finishes at verify (the first-verify batch), verify
     # builds the next draft input idle, with no worker in reach: the one sizing site a
@@ -200,7 +201,7 @@ def test_idle_rank_runs_the_idle_input_sizing_sites(dp_run, name):
 
 
 MUTANTS = (
-    ("rule layer-id parser: ids ignored", "eagle3-v1"),
+    ("target capture: layer ids shifted by one", "eagle3-v1"),
     ("rule refusal off: _read_num_aux_hidden_states (num_aux_hidden_states)", "eagle3-refused"),
     ("idle: no attention indices", "eagle3-dp-attention-narrow-drafter-v1"),
     # the v2 idle input put back to 0.5.11's width: the target's 64, for a 32-wide drafter
