@@ -101,11 +101,8 @@ def _read_use_aux_hidden_state(
     use_aux_hidden_state = _get_eagle_config_value(
         eagle_config, "use_aux_hidden_state", True
     )
-    # Read as before: null, 0 and 1 by their truth value. Any other value (e.g. the
-    # string "false", which is true) is refused rather than guessed.
-    if use_aux_hidden_state is None:
-        return False
-    if not isinstance(use_aux_hidden_state, int) or use_aux_hidden_state not in (0, 1):
+    # null, 0 and 1 read by their truth value, as before; anything else is refused.
+    if use_aux_hidden_state is not None and use_aux_hidden_state not in (0, 1):
         raise _invalid_draft_config(
             "eagle_config.use_aux_hidden_state",
             use_aux_hidden_state,
