@@ -98,9 +98,13 @@ def expected_use_aux(algorithm, config) -> bool:
     if eagle_config is None:
         return True
     value = eagle_config_value(eagle_config, "use_aux_hidden_state", True)
-    if not isinstance(value, bool):
+    # 0.5.11 read the flag by its truth value: null, 0 and 1 stay accepted
+    accepted = value is None or (
+        isinstance(value, (bool, int, float)) and value in (0, 1)
+    )
+    if not accepted:
         raise ConfigError("use_aux_hidden_state")
-    return value
+    return bool(value)
 
 
 def expected_num_aux(config) -> int:
@@ -168,16 +172,17 @@ def test_flag_parser_gives_the_contract_or_names_the_key(algorithm, eagle_config
 
 
 def model_config(hidden, spec, dtype, eagle_config=MISSING):
-    config = SimpleNamespace(
-        hidden_size=hidden, dtype=dtype, hf_config=hf_config(eagle_config)
+    # 0.5.11's ModelConfig: spec_hidden_size is the width of the hidden states it passes on
+    return SimpleNamespace(
+        hidden_size=hidden,
+        spec_hidden_size=spec,
+        dtype=dtype,
+        hf_config=hf_config(eagle_config),
     )
-    if spec is not MISSING:
-        config.spec_hidden_size = spec
-    return config
 
 
 def spec_of(config) -> int:
-    return getattr(config, "spec_hidden_size", config.hidden_size)
+    return config.spec_hidden_size
 
 
 @st.composite
@@ -194,11 +199,11 @@ def workers(draw, layer_ids_ok: bool = False):
             eagle_config = None
     draft = model_config(
         draw(sizes),
-        draw(st.one_of(st.just(MISSING), sizes)),
+        draw(sizes),
         draw(st.sampled_from(["bf16", "fp16"])),
         eagle_config,
     )
-    target = model_config(draw(sizes), draw(st.one_of(st.just(MISSING), sizes)), "bf16")
+    target = model_config(draw(sizes), draw(sizes), "bf16")
     runner = SimpleNamespace(model_config=draft)
     worker = SimpleNamespace(
         speculative_algorithm=algorithm,

@@ -123,7 +123,7 @@ MUTANTS = {
     ),
     "ignore-norm-before-residual": (
         "the mid layer's residual is the un-normed hidden states whatever the config says",
-        [(EAGLE3, 'self.norm_before_residual = getattr(config, "norm_before_residual", False)',
+        [(EAGLE3, 'self.norm_before_residual = get_eagle3_norm_flag(config, "norm_before_residual")',
           "self.norm_before_residual = False")],
     ),
     "ignore-norm-output": (
