@@ -67,7 +67,6 @@ TEST_CONCERNS: dict[str, str] = {
     "TestPDMetadataBuffers.test_standalone_v1": PD_STANDALONE,
     "TestPDMetadataBuffers.test_standalone_v2": PD_STANDALONE,
     "TestOneDtypeAtDtypeAuto.test_every_site_gets_the_targets_dtype": PD_STANDALONE,
-    "TestSizingSitesUseTheContract": PD_STANDALONE,
     "TestDrafterFc": DRAFTER_FC,
     "TestEagle3NormVariants": EAGLE3_NORM_VARIANTS,
     "TestSpeculatorsFormat": SPECULATORS_FORMAT,

@@ -429,9 +429,9 @@ changes the decode server's condition, so the fix reads alone.
 ## Tests
 
 `TestPDMetadataBuffers.test_standalone_v1` / `_v2` (both servers' buffers through the real
-`Scheduler.init_disaggregation`); `TestSizingSitesUseTheContract` checks that every site
-above is sized through the classmethods with the worker it must use, and
-`TestOneDtypeAtDtypeAuto.test_every_site_gets_the_targets_dtype` that they share one dtype:
+`Scheduler.init_disaggregation`), and
+`TestOneDtypeAtDtypeAuto.test_every_site_gets_the_targets_dtype` that the sites share one
+dtype:
 `{CPU_TEST_COMMAND}`.
 """,
     ),

@@ -202,8 +202,27 @@ def _checked(text: str, name: str) -> str:
 # -- site mutants ----------------------------------------------------------------------------
 
 
+#: Site mutants that change no behaviour, with the reason: the fork's CPU test must pass on
+#: them. Only reading the source could tell them apart, and the fork's tests do not read it.
+EQUIVALENT_SITE_MUTANTS = {
+    "site EAGLEWorker._draft_preprocess_idle": (
+        "0.5.11 reads the draft worker's own spec_hidden_size and dtype, the classmethods' values"
+    ),
+    "site EAGLEDraftCudaGraphRunner.__init__": (
+        "0.5.11 reads the draft runner's own spec_hidden_size, the decode width"
+    ),
+    "site EagleVerifyInput.verify #1": (
+        "every worker rebuilds verify's idle input before the draft extend reads it"
+    ),
+    "site EagleVerifyInput.verify #2": (
+        "every worker rebuilds verify's idle input before the draft extend reads it"
+    ),
+}
+
+
 def site_mutants(pristine_srt: Path, patched_srt: Path) -> list[Mutant]:
-    """For each site and occurrence: that call put back to 0.5.11's."""
+    """For each site and occurrence: that call put back to 0.5.11's (family "equivalent"
+    where that changes no behaviour, ``EQUIVALENT_SITE_MUTANTS``)."""
     mutants = []
     for site in SITES:
         pristine_text = (pristine_srt / site.file).read_text()
@@ -229,12 +248,16 @@ def site_mutants(pristine_srt: Path, patched_srt: Path) -> list[Mutant]:
             name = f"site {site.scope}{suffix}"
             text = _replace(patched_text, new_call, _source(pristine_text, old_call))
             width = " ".join(_source(pristine_text, _width(old_call, site.kind)).split())
+            description = (
+                f"{site.file}:{old_call.lineno} back to 0.5.11's width `{_shorten(width)}`"
+            )
+            if name in EQUIVALENT_SITE_MUTANTS:
+                description += f" (no behaviour differs: {EQUIVALENT_SITE_MUTANTS[name]})"
             mutants.append(
                 Mutant(
                     name=name,
-                    family="site",
-                    description=f"{site.file}:{old_call.lineno} back to 0.5.11's "
-                    f"width `{_shorten(width)}`",
+                    family="equivalent" if name in EQUIVALENT_SITE_MUTANTS else "site",
+                    description=description,
                     file=site.file,
                     text=_checked(text, name),
                     kind=site.kind.value,
@@ -1059,7 +1082,7 @@ BENIGN_REFACTOR_MUTATIONS = [
 ]
 
 #: The families whose mutants are not bugs: the fork's CPU test must pass on them.
-NOT_BUGS = ("false alarm", "benign refactor")
+NOT_BUGS = ("false alarm", "benign refactor", "equivalent")
 
 
 def path_mutants(patched_srt: Path) -> list[Mutant]:
