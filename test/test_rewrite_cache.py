@@ -37,3 +37,25 @@ def test_parallel_and_cached_rewrites_equal_one_process(tree, tmp_path, monkeypa
             assert "the rules ran" in str(exc)
         else:
             raise AssertionError("a rewrite with other concerns came from the cache")
+
+
+def test_a_rewrite_serves_every_set_of_concerns_that_answers_the_same(tree, tmp_path, monkeypatch):
+    """A series rewrites a file again only when a concern its rules ask about lands; what it
+    reuses is what the rules write afresh for that set of concerns."""
+    sglang = SglangTree.locate(tree)
+    monkeypatch.setenv(patch.JOBS_ENV, "1")
+    monkeypatch.setenv("SGLANG_EAGLE_SIZING_CACHE", str(tmp_path / "fresh"))
+    with concerns.only(concerns.prefix(2)):
+        fresh = _results(patch.rewrite_tree(sglang))
+    monkeypatch.setenv("SGLANG_EAGLE_SIZING_CACHE", str(tmp_path / "series"))
+    with concerns.only(concerns.prefix(1)):
+        patch.rewrite_tree(sglang)
+    ran = []
+    rewrite_source = patch.rewrite_source
+    monkeypatch.setattr(patch, "rewrite_source", lambda file, *a: ran.append(file) or rewrite_source(file, *a))
+    with concerns.only(concerns.prefix(2)):
+        reused = _results(patch.rewrite_tree(sglang))
+    assert reused == fresh
+    # the parser's files again, the others (the CUDA-graph runners, the scheduler) reused
+    assert "speculative/eagle_info.py" in ran
+    assert 0 < len(ran) < len(fresh)

@@ -58,6 +58,12 @@ _ENABLED: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar
 )
 
 
+#: While ``recording``: every concern asked about, with the answer given.
+_ASKED: contextvars.ContextVar[dict[str, bool] | None] = contextvars.ContextVar(
+    "asked", default=None
+)
+
+
 class ConcernError(ValueError):
     """A concern name that is not in ``ORDER``."""
 
@@ -80,10 +86,41 @@ def only(names: Iterable[str]) -> Iterator[None]:
         _ENABLED.reset(token)
 
 
+@contextlib.contextmanager
+def recording() -> Iterator[dict[str, bool]]:
+    """Within the block, every concern asked about (``enabled``, ``any_enabled``,
+    ``all_enabled``) and the answer: what the rules wrote depends on those answers only, so a
+    rewrite holds for every set of concerns that gives the same (``answers_hold``)."""
+    asked: dict[str, bool] = {}
+    token = _ASKED.set(asked)
+    try:
+        yield asked
+    finally:
+        _ASKED.reset(token)
+
+
+def answers_hold(asked: dict[str, bool], names: Iterable[str] | None) -> bool:
+    """Whether the concerns ``names`` (None: every concern) answer as ``asked`` records."""
+    current = None if names is None else frozenset(names)
+    return all(
+        (current is None or name in current) == answer for name, answer in asked.items()
+    )
+
+
+def _answer(name: str, current: frozenset[str] | None) -> bool:
+    answer = current is None or name in current
+    asked = _ASKED.get()
+    if asked is not None:
+        asked[name] = answer
+    return answer
+
+
 def enabled(name: str) -> bool:
     """Whether the rules write ``name`` now (every concern, outside ``only``)."""
     current = _ENABLED.get()
-    return current is None or name in _known((name,)) and name in current
+    if current is not None:
+        _known((name,))
+    return _answer(name, current)
 
 
 def any_enabled(names: Iterable[str]) -> bool:
@@ -92,7 +129,7 @@ def any_enabled(names: Iterable[str]) -> bool:
 
 def all_enabled() -> bool:
     current = _ENABLED.get()
-    return current is None or current >= set(ORDER)
+    return all([_answer(name, current) for name in ORDER])
 
 
 def prefix(count: int) -> tuple[str, ...]:

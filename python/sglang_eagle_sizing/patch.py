@@ -186,19 +186,19 @@ def rewrite_tree(tree: SglangTree, progress=None) -> TreeReport:
     release = _release_text(tree)
     files = tree.files()
     texts = {file: tree.read(file) for file in files}
-    cache = RewriteCache(length, enabled_now, release)
+    cache = RewriteCache(length, release)
     done: dict[str, FileResult] = {}
     for file in files:
-        cached = cache.get(file, texts[file])
+        cached = cache.get(file, texts[file], enabled_now)
         if cached is not None:
             done[file] = cached
     todo = [f for f in files if f not in done]
     rewritten = _rewrite_all(
         todo, texts, (length, enabled_now, release), progress, len(files) - len(todo), len(files)
     )
-    for result in rewritten:
+    for result, asked in rewritten:
         done[result.file] = result
-        cache.put(result)
+        cache.put(result, asked)
     for file in files:
         report.results.append(done[file])
         report.findings.extend(done[file].findings)
@@ -222,10 +222,10 @@ def _jobs(count: int) -> int:
 
 
 def _rewrite_one(job: tuple[str, str, tuple]):
-    """A file's ``FileResult``, or the ``RewriteError`` it raised as (file, line, reason)
-    (an exception with its own ``__init__`` does not cross processes). ``job``: the file,
-    its text, and (line length, concerns, the release's model_config.py) to rewrite it
-    with."""
+    """A file's ``FileResult`` with the concerns the rules asked about (``concerns.recording``),
+    or the ``RewriteError`` it raised as (file, line, reason) (an exception with its own
+    ``__init__`` does not cross processes). ``job``: the file, its text, and (line length,
+    concerns, the release's model_config.py) to rewrite it with."""
     file, text, (length, enabled_now, release) = job
     with contextlib.ExitStack() as stack:
         stack.enter_context(line_length(length))
@@ -233,7 +233,9 @@ def _rewrite_one(job: tuple[str, str, tuple]):
         if enabled_now is not None:
             stack.enter_context(concerns.only(enabled_now))
         try:
-            return rewrite_source(file, text, RULES)
+            with concerns.recording() as asked:
+                result = rewrite_source(file, text, RULES)
+            return result, dict(asked)
         except RewriteError as exc:
             return (exc.file, exc.line, exc.reason)
 
@@ -265,13 +267,13 @@ def _rewrite_all(todo, texts, settings, progress, start, total) -> list[FileResu
         outcomes = pool.imap_unordered(_rewrite_one, by_size)
     try:
         for outcome in outcomes:
-            if isinstance(outcome, tuple):
+            if len(outcome) == 3:
                 file, line, reason = outcome
                 results[file] = RewriteError(file, line, reason)
                 if pool is None:
                     raise results[file]
             else:
-                results[outcome.file] = outcome
+                results[outcome[0].file] = outcome
             count += 1
             if progress:
                 progress(count, total)
@@ -293,38 +295,57 @@ def _fingerprint() -> str:
 
 class RewriteCache:
     """What the rules wrote for a file, per (tool fingerprint, file, its bytes, line length,
-    concerns), one JSON file each under ``$SGLANG_EAGLE_SIZING_CACHE/rewrite``: a second
-    ``diff``, the ``apply`` after a ``diff``, ``pr`` and its series reuse it. Best effort,
-    like ``FindingsCache``: unreadable or unwritable is a miss."""
+    release), one JSON file each under ``$SGLANG_EAGLE_SIZING_CACHE/rewrite``: a second
+    ``diff``, the ``apply`` after a ``diff``, ``pr`` and its series reuse it. A file holds one
+    rewrite per answers the rules got about the concerns (``concerns.recording``): a rewrite
+    serves every set of concerns that answers the same, so ``pr --series`` rewrites a file
+    only when a concern it asks about lands. Best effort, like ``FindingsCache``: unreadable
+    or unwritable is a miss."""
 
-    def __init__(
-        self, length: int | None, enabled_now: tuple[str, ...] | None, release: str | None
-    ):
+    def __init__(self, length: int | None, release: str | None):
         self.folder = cache_root() / "rewrite"
         release_key = hashlib.sha256((release or "").encode()).hexdigest() if release else None
-        self.salt = f"{_fingerprint()}\0{length}\0{enabled_now}\0{release_key}\0"
+        self.salt = f"{_fingerprint()}\0{length}\0{release_key}\0"
 
     def _path(self, file: str, text: str) -> Path:
         key = hashlib.sha256(f"{self.salt}{file}\0".encode() + text.encode("utf-8"))
         return self.folder / (key.hexdigest() + ".json")
 
-    def get(self, file: str, text: str) -> FileResult | None:
+    def _variants(self, path: Path) -> list[dict]:
         try:
-            entry = json.loads(self._path(file, text).read_text(encoding="utf-8"))
-            findings = [Finding(**f) for f in entry["findings"]]
-            return FileResult(file, text, entry["new_text"], findings)
-        except (OSError, ValueError, TypeError, KeyError):
-            return None
+            variants = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        return variants if isinstance(variants, list) else []
 
-    def put(self, result: FileResult) -> None:
+    def get(
+        self, file: str, text: str, enabled_now: tuple[str, ...] | None
+    ) -> FileResult | None:
+        for variant in self._variants(self._path(file, text)):
+            try:
+                if concerns.answers_hold(variant["asked"], enabled_now):
+                    findings = [Finding(**f) for f in variant["findings"]]
+                    return FileResult(file, text, variant["new_text"], findings)
+            except (TypeError, KeyError, AttributeError):
+                return None
+        return None
+
+    def put(self, result: FileResult, asked: dict[str, bool]) -> None:
         path = self._path(result.file, result.old_text)
-        entry = {"new_text": result.new_text, "findings": [asdict(f) for f in result.findings]}
+        variants = [v for v in self._variants(path) if v.get("asked") != asked]
+        variants.append(
+            {
+                "asked": asked,
+                "new_text": result.new_text,
+                "findings": [asdict(f) for f in result.findings],
+            }
+        )
         with contextlib.suppress(OSError):
             self.folder.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    json.dump(entry, handle)
+                    json.dump(variants, handle)
                 os.replace(tmp, path)
             except OSError:
                 os.unlink(tmp)
