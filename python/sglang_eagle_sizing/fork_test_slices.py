@@ -1,11 +1,14 @@
-"""Each patch of the series adds its own slice of the fork's CPU test.
+"""Each patch of the series adds its own slice of the fork's CPU tests.
 
-The CPU test file is written whole (``inserted_tests/``) and ``apply`` adds it whole. For the
-series, the file as it stands after patch k keeps the test methods of the concerns landed so
-far (``TEST_CONCERNS``), the module-level code they reach (helpers, stand-ins, constants: the
-closure of the names they read) and the imports of what is left; every other top-level
-statement (the docstring, the CPU stub, the CI registration, ``__main__``) always stays. A test
-class not named in ``TEST_CONCERNS`` is an error: a new test must say what it tests.
+The CPU tests are one folder (``CPU_TEST_DIR``): one ``test_<concern>.py`` file per concern
+(some concerns have two) and the harness modules they share (``HARNESS``: ``common.py`` and
+others), written whole (``inserted_tests/``); ``apply`` adds the folder whole. For the
+series, the folder as it stands after patch k holds the test files of the concerns landed so
+far (``TEST_CONCERNS``), whole, and each harness module sliced to what those files import of
+it: the definitions of the imported names, the module-level code they reach (helpers,
+stand-ins, constants: the closure of the names they read) and the imports of what is left;
+the docstring always stays. A test file not named in ``TEST_CONCERNS`` is an error: a new
+test must say what it tests.
 """
 
 from __future__ import annotations
@@ -34,61 +37,45 @@ from .concerns import (
     VALIDATION,
 )
 
-#: The fork's CPU test, from the checkout root.
-CPU_TEST = "test/registered/unit/speculative/test_eagle_hidden_sizing.py"
+#: The folder of the fork's CPU tests, from the checkout root.
+CPU_TEST_DIR = "test/registered/unit/speculative/eagle_hidden_sizing"
 #: The fork's GPU end-to-end test: the last patch adds it.
 E2E_TEST = "test/registered/spec/eagle/test_eagle_hidden_sizing_e2e.py"
 
-#: ``Class`` or ``Class.test_method`` -> the concern it tests (a method's own entry wins).
+#: Each CPU test file of ``CPU_TEST_DIR`` -> the concern it tests: the patch of that concern
+#: adds it whole.
 TEST_CONCERNS: dict[str, str] = {
-    "TestSpeculativeModulesImport": ANNOTATION,
-    "TestEagleConfigParser": PARSER,
-    "TestWorkerStartUp": PARSER,
-    "TestTargetCapture": TARGET_CAPTURE,
-    "TestStartupValidation": VALIDATION,
-    "TestWorkerStartUp.test_every_eagle_worker_refuses_before_the_draft_model_loads": (
-        VALIDATION
-    ),
-    "TestOneDtypeAtDtypeAuto": DTYPE,
-    "TestIdleInputs": ROUTING,
-    "TestPDMetadataBuffers": ROUTING,
-    "TestCudaGraphBuffers": ROUTING,
-    "TestHiddenSizeContract": EXTEND_WIDTH,
-    "TestIdleInputs.test_v1_draft_extend_rebuilds_the_input_verify_made": EXTEND_WIDTH,
-    "TestIdleInputs.test_v1_draft_extend_when_every_request_finished": EXTEND_WIDTH,
-    "TestCudaGraphBuffers.test_draft_extend_runner": EXTEND_WIDTH,
-    "TestIdleInputs.test_multi_layer_v1_draft_extend_rebuilds_the_input_verify_made": (
-        MULTI_LAYER_WIDTH
-    ),
-    "TestIdleInputs.test_multi_layer_v2_hidden_states_pool": MULTI_LAYER_WIDTH,
-    "TestCudaGraphBuffers.test_multi_layer_draft_extend_runners": MULTI_LAYER_WIDTH,
-    "TestIdleInputs.test_v2_worker_without_spec_info": V2_IDLE_WIDTH,
-    "TestIdleInputs.test_multi_layer_v2_worker_without_spec_info": V2_IDLE_WIDTH,
-    "TestPDMetadataBuffers.test_standalone_v1": PD_STANDALONE,
-    "TestPDMetadataBuffers.test_standalone_v2": PD_STANDALONE,
-    "TestOneDtypeAtDtypeAuto.test_every_site_gets_the_targets_dtype": PD_STANDALONE,
-    "TestDrafterFc": DRAFTER_FC,
-    "TestEagle3NormVariants": EAGLE3_NORM_VARIANTS,
-    "TestSpeculatorsFormat": SPECULATORS_FORMAT,
-    "TestHiddenSizeContract.test_eagle3_speculators_format": SPECULATORS_FORMAT,
-    "TestTargetCapture.test_speculators_layer_ids": SPECULATORS_FORMAT,
-    "TestTargetCapture.test_speculators_ids_the_target_cannot_capture_are_refused": (
-        SPECULATORS_FORMAT
-    ),
-    "TestStartupValidation.test_four_aux_layers_fit_the_drafters_fc": DRAFTER_FC,
-    "TestIdleInputsCarryAttentionIndices": IDLE_INPUTS,
-    "TestPaddedIdleBatchOnTriton": IDLE_INPUTS,
-    "TestPaddedDecodeOnTriton": ATTENTION_BACKENDS,
-    "TestPaddedIdleBatchOnFlashInfer": ATTENTION_BACKENDS,
+    "test_annotation.py": ANNOTATION,
+    "test_parser_flag.py": PARSER,
+    "test_parser_layer_ids.py": PARSER,
+    "test_worker_start_up.py": PARSER,
+    "test_target_capture.py": TARGET_CAPTURE,
+    "test_validation.py": VALIDATION,
+    "test_dtype.py": DTYPE,
+    "test_routing.py": ROUTING,
+    "test_extend_width.py": EXTEND_WIDTH,
+    "test_multi_layer_width.py": MULTI_LAYER_WIDTH,
+    "test_v2_idle_width.py": V2_IDLE_WIDTH,
+    "test_pd_standalone.py": PD_STANDALONE,
+    "test_drafter_fc.py": DRAFTER_FC,
+    "test_idle_inputs.py": IDLE_INPUTS,
+    "test_attention_backends.py": ATTENTION_BACKENDS,
+    "test_eagle3_norm_variants.py": EAGLE3_NORM_VARIANTS,
+    "test_speculators_format.py": SPECULATORS_FORMAT,
 }
+#: The shared harness modules of ``CPU_TEST_DIR`` (``from common import ...``), each before
+#: the modules it imports: a module is sliced to what the files kept before it import.
+HARNESS: tuple[str, ...] = (
+    "cases.py",
+    "cpu_models.py",
+    "idle_batches.py",
+    "attention_dp.py",
+    "common.py",
+)
 
 
 class SliceError(ValueError):
     """The test file has a test class whose concern is not known."""
-
-
-def _is_test_class(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.ClassDef) and node.name.value.startswith("Test")
 
 
 def _is_import(node: cst.CSTNode) -> bool:
@@ -127,31 +114,6 @@ def _read_names(node: ast.AST) -> set[str]:
     return names
 
 
-def _concern_of(class_name: str, method: str | None = None) -> str:
-    if method is not None and f"{class_name}.{method}" in TEST_CONCERNS:
-        return TEST_CONCERNS[f"{class_name}.{method}"]
-    if class_name not in TEST_CONCERNS:
-        raise SliceError(
-            f"{CPU_TEST}: test class {class_name} has no concern in TEST_CONCERNS"
-        )
-    return TEST_CONCERNS[class_name]
-
-
-def _sliced_class(node: cst.ClassDef) -> cst.ClassDef | None:
-    """The class with the test methods of the enabled concerns; None if none is left."""
-    body = []
-    tests = 0
-    for item in node.body.body:
-        if isinstance(item, cst.FunctionDef) and item.name.value.startswith("test"):
-            if not concerns.enabled(_concern_of(node.name.value, item.name.value)):
-                continue
-            tests += 1
-        body.append(item)
-    if not tests:
-        return None
-    return node.with_changes(body=node.body.with_changes(body=body))
-
-
 def _kept_imports(
     node: cst.SimpleStatementLine, used: set[str]
 ) -> cst.SimpleStatementLine | None:
@@ -186,11 +148,55 @@ def _bound(alias: cst.ImportAlias) -> str:
     return cst.Module([]).code_for_node(alias.name).split(".")[0]
 
 
-def slice_cpu_test(source: str) -> str:
-    """The CPU test as it stands once the enabled concerns have landed ('' when none of its
-    tests has); the whole file, byte for byte, when every concern is enabled."""
+def _imported_from(source: str, module: str) -> set[str]:
+    """The names ``source`` imports from the harness module ``module`` (``from common import``)."""
+    return {
+        alias.asname or alias.name
+        for node in ast.parse(source).body
+        if isinstance(node, ast.ImportFrom) and node.module == module and node.level == 0
+        for alias in node.names
+    }
+
+
+def slice_cpu_tests(files: dict[str, str]) -> dict[str, str]:
+    """The CPU test folder as it stands once the enabled concerns have landed. ``files``:
+    ``{path from the checkout root: text}`` of ``CPU_TEST_DIR``. The test files of the
+    enabled concerns, whole; each harness module sliced to the closure of the names the
+    files kept import from it (none: left out); ``__init__.py`` with them. No test file
+    left: nothing. Every concern enabled: ``files`` as they are."""
     if concerns.all_enabled():
-        return source
+        return dict(files)
+    by_name = {path.rsplit("/", 1)[-1]: path for path in files}
+    kept: dict[str, str] = {}
+    for name, path in sorted(by_name.items()):
+        if not name.startswith("test_"):
+            if name != "__init__.py" and name not in HARNESS:
+                raise SliceError(f"{path}: neither a test file nor in HARNESS")
+            continue
+        if name not in TEST_CONCERNS:
+            raise SliceError(f"{path}: test file {name} has no concern in TEST_CONCERNS")
+        if concerns.enabled(TEST_CONCERNS[name]):
+            kept[path] = files[path]
+    if not kept:
+        return {}
+    for name in HARNESS:
+        if name not in by_name:
+            continue
+        module = name.removesuffix(".py")
+        roots = set().union(*(_imported_from(text, module) for text in kept.values()))
+        sliced = slice_module(files[by_name[name]], roots)
+        if sliced:
+            kept[by_name[name]] = sliced
+    if "__init__.py" in by_name:
+        kept[by_name["__init__.py"]] = files[by_name["__init__.py"]]
+    return dict(sorted(kept.items()))
+
+
+def slice_module(source: str, roots: set[str]) -> str:
+    """The module with the definitions of ``roots``, the module-level code they reach
+    (helpers, stand-ins, constants: the closure of the names they read), every statement
+    that defines nothing (the docstring) and the imports of what is left, black-formatted;
+    '' when it defines none of ``roots``."""
     module = cst.parse_module(source)
     empty = cst.Module([])
 
@@ -199,15 +205,9 @@ def slice_cpu_test(source: str) -> str:
 
     kept: dict[int, cst.CSTNode] = {}
     definitions: dict[str, list[int]] = {}
-    roots: list[int] = []
+    always: list[int] = []
     for index, node in enumerate(module.body):
         if _is_import(node):
-            continue
-        if _is_test_class(node):
-            sliced = _sliced_class(node)
-            if sliced is not None:
-                kept[index] = sliced
-                roots.append(index)
             continue
         tree = parsed(node).body
         names = set().union(*(_defined_names(s) for s in tree)) if tree else set()
@@ -216,15 +216,21 @@ def slice_cpu_test(source: str) -> str:
                 definitions.setdefault(name, []).append(index)
         else:
             kept[index] = node
-            roots.append(index)
-    if not any(_is_test_class(n) for n in kept.values()):
+            always.append(index)
+    if not roots & definitions.keys():
         return ""
 
     used: set[str] = set()
-    pending = list(roots)
+    pending = list(always)
+    for name in sorted(roots):
+        used.add(name)
+        for definition in definitions.get(name, ()):
+            if definition not in kept:
+                kept[definition] = module.body[definition]
+                pending.append(definition)
     while pending:
         index = pending.pop()
-        for name in _read_names(parsed(kept.get(index, module.body[index]))):
+        for name in _read_names(parsed(kept[index])):
             if name in used:
                 continue
             used.add(name)
@@ -232,7 +238,6 @@ def slice_cpu_test(source: str) -> str:
                 if definition not in kept:
                     kept[definition] = module.body[definition]
                     pending.append(definition)
-
     body = []
     carried: list[cst.EmptyLine] = []  # the blank lines before a dropped import
     for index, node in enumerate(module.body):

@@ -56,19 +56,17 @@ def inserted_test_files() -> dict[str, bytes]:
     }
     if all_enabled():
         return files
-    # every concern that has CPU tests enabled (a series without the GPU test): the whole file
-    whole_cpu_test = all(enabled(c) for c in concerns.ORDER if c != E2E_TEST)
-    staged = {}
+    # every concern that has CPU tests enabled (a series without the GPU test): the whole folder
+    whole_cpu_tests = all(enabled(c) for c in concerns.ORDER if c != E2E_TEST)
+    folder = fork_test_slices.CPU_TEST_DIR + "/"
+    cpu_tests = {k: v.decode("utf-8") for k, v in files.items() if k.startswith(folder)}
+    if not whole_cpu_tests:
+        cpu_tests = fork_test_slices.slice_cpu_tests(cpu_tests)
+    staged = {k: v.encode("utf-8") for k, v in cpu_tests.items()}
     for key, data in files.items():
-        if key == fork_test_slices.CPU_TEST:
-            if not whole_cpu_test:
-                text = data.decode("utf-8")
-                data = fork_test_slices.slice_cpu_test(text).encode("utf-8")
-        elif not enabled(E2E_TEST):
-            data = b""
-        if data:
+        if not key.startswith(folder) and enabled(E2E_TEST):
             staged[key] = data
-    return staged
+    return dict(sorted(staged.items()))
 
 
 @dataclass

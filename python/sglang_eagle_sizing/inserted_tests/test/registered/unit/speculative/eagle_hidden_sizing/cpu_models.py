@@ -1,0 +1,179 @@
+"""Real SGLang models built on the CPU: one tensor- and pipeline-parallel rank without a
+process group, the EAGLE-3 draft model of llama_eagle3.py, and a tiny Llama target whose
+captured hidden states are compared with transformers'."""
+
+import contextlib
+from types import SimpleNamespace
+from typing import List, Optional
+from unittest import mock
+
+import torch
+from common import ConfigFolders, DraftModelLoaded, eagle3, llama, make_server_args
+
+from sglang.srt import server_args as server_args_module
+from sglang.srt.configs.model_config import ModelConfig
+from sglang.srt.distributed import parallel_state
+from sglang.srt.layers.rotary_embedding import base as rotary_embedding_base
+from sglang.srt.model_executor.forward_batch_info import ForwardMode
+from sglang.srt.model_executor.model_runner import ModelRunner
+from sglang.srt.models.llama import LlamaForCausalLM
+from sglang.srt.models.llama_eagle3 import LlamaForCausalLMEagle3
+from sglang.test.test_utils import CustomTestCase
+
+
+class ServerArgsUnset:
+    """Global server args for building a model outside a server: every field unset."""
+
+    def __getattr__(self, name):
+        return None
+
+
+@contextlib.contextmanager
+def one_cpu_rank():
+    """One tensor- and pipeline-parallel rank without a process group, and RoPE's CPU
+    path: what building a model's layers on a CPU needs. Restores what it sets."""
+    one_rank = SimpleNamespace(
+        world_size=1,
+        rank_in_group=0,
+        rank=0,
+        local_rank=0,
+        is_first_rank=True,
+        is_last_rank=True,
+    )
+    with contextlib.ExitStack() as stack:
+        for target, name, value in (
+            (parallel_state, "_TP", one_rank),
+            (parallel_state, "_PP", one_rank),
+            (parallel_state, "_ATTN_TP", one_rank),
+            (server_args_module, "_global_server_args", ServerArgsUnset()),
+            (rotary_embedding_base, "_is_cpu", True),
+        ):
+            stack.enter_context(mock.patch.object(target, name, value))
+        yield
+
+
+def llama_eagle3_model(**fields) -> LlamaForCausalLMEagle3:
+    """The real EAGLE-3 draft model of llama_eagle3.py, built on the CPU from a tiny
+    config (random weights)."""
+    from transformers import LlamaConfig
+
+    config = eagle3(**fields)
+    with one_cpu_rank():
+        return LlamaForCausalLMEagle3(LlamaConfig(**config))
+
+
+def draft_forward_batch(mode: ForwardMode, hidden_states: torch.Tensor):
+    """What LlamaModel.forward reads of a batch before the mid layer."""
+    return SimpleNamespace(
+        forward_mode=mode,
+        spec_info=SimpleNamespace(hidden_states=hidden_states),
+        mm_input_embeds=None,
+        contains_mm_inputs=lambda: False,
+    )
+
+
+#: The target whose capture is compared with transformers': float32, small enough to
+#: build twice on a CPU.
+CAPTURE_TARGET = llama(hidden_size=64, torch_dtype="float32")
+
+
+def same_tiny_llama(config: dict):
+    """One tiny Llama as transformers builds it and as SGLang loads its weights (by its
+    own load_weights). Every o_proj is zero, so attention adds nothing: no attention
+    backend runs here."""
+    from transformers import LlamaConfig
+    from transformers import LlamaForCausalLM as HFLlamaForCausalLM
+
+    torch.manual_seed(0)
+    reference = HFLlamaForCausalLM(LlamaConfig(**config)).eval()
+    with torch.no_grad():
+        for layer in reference.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.input_layernorm.weight.uniform_(0.5, 1.5)
+            layer.post_attention_layernorm.weight.uniform_(0.5, 1.5)
+    with one_cpu_rank():
+        model = LlamaForCausalLM(LlamaConfig(**config))
+        model.load_weights(iter(reference.state_dict().items()))
+    return reference, model
+
+
+class TargetCaptureTestCase(CustomTestCase):
+    """The target ModelRunner's own ``__init__`` decides which layers the target captures
+    for an EAGLE-3 drafter (it runs here up to ``model_specific_adjustment``: what
+    follows is device set-up), its ``init_aux_hidden_state_capture`` tells the model, and
+    the model's forward hands the drafter those hidden states. Each is compared with
+    transformers' ``output_hidden_states`` of the same model (0: the embeddings, ``k``:
+    the output of layer ``k - 1``)."""
+
+    TOKENS = torch.tensor([3, 17, 99, 5])
+
+    @classmethod
+    def setUpClass(cls):
+        cls.folders = ConfigFolders()
+        cls.target_path = cls.folders.write(CAPTURE_TARGET)
+        reference, cls.model = same_tiny_llama(CAPTURE_TARGET)
+        with torch.no_grad():
+            outputs = reference.model(cls.TOKENS[None], output_hidden_states=True)
+        cls.hidden_states = [h[0] for h in outputs.hidden_states]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.folders.cleanup()
+
+    def start_target_runner(self, draft: dict) -> ModelRunner:
+        server_args = make_server_args(
+            self.target_path, self.folders.write(draft), "EAGLE3"
+        )
+        runner = ModelRunner.__new__(ModelRunner)
+
+        def stop(self):
+            raise DraftModelLoaded
+
+        with mock.patch.object(ModelRunner, "model_specific_adjustment", stop):
+            with self.assertRaises(DraftModelLoaded):
+                runner.__init__(
+                    model_config=ModelConfig.from_server_args(server_args),
+                    mem_fraction_static=0.5,
+                    gpu_id=0,
+                    tp_rank=0,
+                    tp_size=1,
+                    moe_ep_rank=0,
+                    moe_ep_size=1,
+                    pp_rank=0,
+                    pp_size=1,
+                    nccl_port=0,
+                    server_args=server_args,
+                )
+        return runner
+
+    def captured(self, draft: dict) -> List[Optional[int]]:
+        """Which of transformers' hidden states the target hands the drafter."""
+        runner = self.start_target_runner(draft)
+        runner.model = self.model
+        self.model.model.layers_to_capture = []
+        runner.init_aux_hidden_state_capture()
+
+        def no_attention(positions, hidden_states, forward_batch):
+            return torch.zeros_like(hidden_states)
+
+        with contextlib.ExitStack() as stack, torch.no_grad():
+            for layer in self.model.model.layers:
+                stack.enter_context(
+                    mock.patch.object(layer.self_attn, "forward", no_attention)
+                )
+            stack.enter_context(one_cpu_rank())
+            outputs = self.model.model(
+                self.TOKENS, torch.arange(len(self.TOKENS)), SimpleNamespace()
+            )
+        aux_hidden_states = outputs[1] if isinstance(outputs, tuple) else []
+        return [
+            next(
+                (
+                    k
+                    for k, reference in enumerate(self.hidden_states)
+                    if torch.allclose(aux, reference, atol=1e-5)
+                ),
+                None,
+            )
+            for aux in aux_hidden_states
+        ]

@@ -1,0 +1,34 @@
+"""The multi-layer EAGLE worker module imports: its return annotation names a class
+imported for type checking only."""
+
+from sglang.test.ci.ci_register import register_cpu_ci
+from sglang.test.test_utils import CustomTestCase, maybe_stub_sgl_kernel
+
+maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
+
+register_cpu_ci(est_time=30, suite="stage-a-test-cpu")
+
+import sys
+import unittest
+from pathlib import Path
+
+from sglang.srt.speculative.multi_layer_eagle_worker import MultiLayerEagleWorker
+
+CURRENT_DIR = Path(__file__).resolve().parent
+if str(CURRENT_DIR) not in sys.path:
+    sys.path.insert(0, str(CURRENT_DIR))
+
+
+class TestSpeculativeModulesImport(CustomTestCase):
+
+    def test_multi_layer_eagle_worker_imports(self):
+        """Its ``-> ModelRunner`` annotation names a class imported for type checking
+        only; evaluated at import, it raised ``NameError``."""
+        self.assertEqual(
+            MultiLayerEagleWorker.mtp_model_runner.__annotations__["return"],
+            "ModelRunner",
+        )
+
+
+if __name__ == "__main__":
+    unittest.main()

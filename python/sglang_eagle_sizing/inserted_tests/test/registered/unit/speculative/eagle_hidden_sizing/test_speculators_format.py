@@ -1,0 +1,231 @@
+"""EAGLE-3 drafters saved by the speculators library: their config, their weights and
+the target layers they read."""
+
+from sglang.test.ci.ci_register import register_cpu_ci
+from sglang.test.test_utils import CustomTestCase, maybe_stub_sgl_kernel
+
+maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
+
+register_cpu_ci(est_time=30, suite="stage-a-test-cpu")
+
+import sys
+import unittest
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import torch
+
+from sglang.srt.models.llama_eagle3 import LlamaForCausalLMEagle3
+from sglang.srt.speculative.eagle_info import (
+    get_eagle_aux_hidden_state_layer_ids,
+    get_eagle_num_aux_hidden_states,
+)
+from sglang.srt.utils.hf_transformers_utils import get_config
+
+CURRENT_DIR = Path(__file__).resolve().parent
+if str(CURRENT_DIR) not in sys.path:
+    sys.path.insert(0, str(CURRENT_DIR))
+
+from cases import HiddenSizeContractTestCase
+from common import DEFAULT_NUM_AUX, ConfigFolders, llama
+from cpu_models import TargetCaptureTestCase, one_cpu_rank
+
+
+def speculators_eagle3(layer_ids: Optional[List[int]] = None, **fields) -> dict:
+    """An EAGLE-3 drafter as the speculators library saves it: the decoder layer's
+    config nested, the drafter's own keys at the top level."""
+    layer = llama(num_hidden_layers=1, head_dim=64)
+    del layer["architectures"], layer["torch_dtype"]
+    config = {
+        "architectures": ["Eagle3DraftModel"],
+        "speculators_model_type": "eagle3",
+        "speculators_config": {
+            "algorithm": "eagle3",
+            "verifier": {"architectures": ["LlamaForCausalLM"], "name_or_path": None},
+        },
+        "transformer_layer_config": layer,
+        "draft_vocab_size": 512,
+        "target_hidden_size": None,
+        "dtype": "float16",
+    }
+    if layer_ids is not None:
+        config["eagle_aux_hidden_state_layer_ids"] = layer_ids
+    config.update(fields)
+    return config
+
+
+def speculators_weights(config: dict, num_aux: int) -> Dict[str, torch.Tensor]:
+    """Random weights under the names and shapes the speculators library saves."""
+    layer = config["transformer_layer_config"]
+    hidden, inter = layer["hidden_size"], layer["intermediate_size"]
+    q = layer["num_attention_heads"] * layer["head_dim"]
+    kv = layer["num_key_value_heads"] * layer["head_dim"]
+    shapes = {
+        "embed_tokens.weight": (layer["vocab_size"], hidden),
+        "fc.weight": (hidden, num_aux * hidden),
+        "layers.0.hidden_norm.weight": (hidden,),
+        "layers.0.input_layernorm.weight": (hidden,),
+        "layers.0.self_attn.q_proj.weight": (q, 2 * hidden),
+        "layers.0.self_attn.k_proj.weight": (kv, 2 * hidden),
+        "layers.0.self_attn.v_proj.weight": (kv, 2 * hidden),
+        "layers.0.self_attn.o_proj.weight": (hidden, q),
+        "layers.0.post_attention_layernorm.weight": (hidden,),
+        "layers.0.mlp.gate_proj.weight": (inter, hidden),
+        "layers.0.mlp.up_proj.weight": (inter, hidden),
+        "layers.0.mlp.down_proj.weight": (hidden, inter),
+        "norm.weight": (hidden,),
+        "lm_head.weight": (config["draft_vocab_size"], hidden),
+    }
+    if config.get("norm_before_fc"):
+        shapes["input_norm.weight"] = (num_aux * hidden,)
+    if config.get("fc_norm"):
+        shapes.update({f"fc_norm.{i}.weight": (hidden,) for i in range(num_aux)})
+    weights = {name: torch.randn(shape) for name, shape in shapes.items()}
+    weights["d2t"] = torch.zeros(config["draft_vocab_size"], dtype=torch.int64)
+    weights["t2d"] = torch.zeros(layer["vocab_size"], dtype=torch.bool)
+    return weights
+
+
+class TestSpeculatorsFormat(CustomTestCase):
+    """EAGLE-3 drafters saved by the speculators library load as LlamaForCausalLMEagle3:
+    their config through get_config, their weights under their own names."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.folders = ConfigFolders()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.folders.cleanup()
+
+    def test_the_current_and_the_early_form_load(self):
+        # The format's ids index the target's hidden states; SGLang's name the layer
+        # whose output is read: hidden states [1, 3, 5, 6] are layers [0, 2, 4, 5].
+        for architecture, layer_ids, sglang_ids, num_aux in (
+            ("Eagle3DraftModel", [1, 3, 5, 6], [0, 2, 4, 5], 4),
+            ("Eagle3Speculator", None, None, DEFAULT_NUM_AUX),
+        ):
+            config = speculators_eagle3(
+                layer_ids, architectures=[architecture], norm_before_residual=True
+            )
+            with self.subTest(architecture=architecture):
+                draft = self.folders.model_config(config, is_draft_model=True)
+                hf_config = draft.hf_config
+                self.assertEqual(hf_config.architectures, ["LlamaForCausalLMEagle3"])
+                self.assertEqual(draft.hidden_size, 256)
+                self.assertEqual(draft.dtype, torch.float16)
+                self.assertEqual(hf_config.draft_vocab_size, 512)
+                self.assertTrue(hf_config.norm_before_residual)
+                self.assertFalse(hf_config.norm_output)
+                self.assertFalse(hasattr(hf_config, "target_hidden_size"))
+                self.assertEqual(
+                    get_eagle_aux_hidden_state_layer_ids(hf_config), sglang_ids
+                )
+                self.assertEqual(get_eagle_num_aux_hidden_states(hf_config), num_aux)
+
+    def test_what_cannot_be_served_is_refused_naming_the_key(self):
+        layer = speculators_eagle3()["transformer_layer_config"]
+        refused = {
+            "transformer_layer_config.model_type": speculators_eagle3(
+                transformer_layer_config={**layer, "model_type": "qwen3"}
+            ),
+            "transformer_layer_config.num_hidden_layers": speculators_eagle3(
+                transformer_layer_config={**layer, "num_hidden_layers": 2}
+            ),
+            "speculators_config.algorithm": speculators_eagle3(
+                speculators_config={"algorithm": "mlp"}
+            ),
+            "fc_norm": speculators_eagle3(norm_before_fc=True, fc_norm=True),
+        }
+        for key, config in refused.items():
+            with self.subTest(key=key):
+                path = self.folders.write(config)
+                with self.assertRaises(ValueError) as raised:
+                    get_config(path, trust_remote_code=False)
+                self.assertIn(f"{key}=", str(raised.exception))
+                self.assertIn(path, str(raised.exception))
+
+    def test_every_weight_loads_under_its_speculators_name(self):
+        for variant, num_aux in (("norm_before_fc", 4), ("fc_norm", 4), (None, 3)):
+            config = speculators_eagle3([1, 3, 5, 6] if num_aux == 4 else None)
+            if variant:
+                config[variant] = True
+            weights = speculators_weights(config, num_aux)
+            with self.subTest(variant=variant, num_aux=num_aux), one_cpu_rank():
+                model = LlamaForCausalLMEagle3(
+                    get_config(self.folders.write(config), trust_remote_code=False)
+                )
+                for param in model.parameters():
+                    param.data.fill_(float("nan"))
+                model.load_weights(iter(weights.items()))
+                unloaded = [
+                    name
+                    for name, param in model.named_parameters()
+                    if param.isnan().any()
+                ]
+                self.assertEqual(unloaded, [])
+                attention = model.model.midlayer.self_attn
+                torch.testing.assert_close(
+                    attention.qkv_proj.weight,
+                    torch.cat(
+                        [
+                            weights[f"layers.0.self_attn.{name}_proj.weight"]
+                            for name in "qkv"
+                        ]
+                    ),
+                )
+                self.assertEqual(model.model.fc.in_features, num_aux * 256)
+
+
+class TestHiddenSizeContract(HiddenSizeContractTestCase):
+    """The classmethods on every real worker a sizing site hands them, against the
+    widths and dtypes computed here from the config facts."""
+
+    def test_eagle3_speculators_format(self):
+        target = llama()
+        for layer_ids, num_aux in ((None, DEFAULT_NUM_AUX), ([1, 3, 5, 6], 4)):
+            expected = {
+                "decode": (256, torch.bfloat16),
+                "extend": (num_aux * 256, torch.bfloat16),
+            }
+            draft = speculators_eagle3(layer_ids)
+            for name, worker in self.workers_for("EAGLE3", draft, target):
+                with self.subTest(layer_ids=layer_ids, worker=name):
+                    self.assert_contract(worker, expected)
+
+
+class TestTargetCapture(TargetCaptureTestCase):
+    """The target ModelRunner's own ``__init__`` decides which layers the target captures
+    for an EAGLE-3 drafter (it runs here up to ``model_specific_adjustment``: what
+    follows is device set-up), its ``init_aux_hidden_state_capture`` tells the model, and
+    the model's forward hands the drafter those hidden states. Each is compared with
+    transformers' ``output_hidden_states`` of the same model (0: the embeddings, ``k``:
+    the output of layer ``k - 1``)."""
+
+    TOKENS = torch.tensor([3, 17, 99, 5])
+
+    def test_speculators_layer_ids(self):
+        """The speculators library's ids index the target's hidden states as transformers
+        does: the last layer's input is hidden state L - 1."""
+        for layer_ids in ([1, 3, 5], [2, 5, 7]):
+            with self.subTest(layer_ids=layer_ids):
+                draft = speculators_eagle3(layer_ids)
+                self.assertEqual(self.captured(draft), layer_ids)
+
+    def test_speculators_ids_the_target_cannot_capture_are_refused(self):
+        """Hidden state 0 is the embeddings, hidden state L the final one: a target's
+        forward captures neither."""
+        for layer_ids, key in (
+            ([0, 4, 7], "eagle_aux_hidden_state_layer_ids=[0, 4, 7]"),
+            ([1, 4, 8], "hidden state 8 is not captured"),
+        ):
+            with (
+                self.subTest(layer_ids=layer_ids),
+                self.assertRaises(ValueError) as raised,
+            ):
+                self.start_target_runner(speculators_eagle3(layer_ids))
+            self.assertIn(key, str(raised.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,62 @@
+"""The target layers an EAGLE-3 target captures for its drafter, compared with
+transformers' hidden states of the same model."""
+
+from sglang.test.ci.ci_register import register_cpu_ci
+from sglang.test.test_utils import maybe_stub_sgl_kernel
+
+maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
+
+register_cpu_ci(est_time=30, suite="stage-a-test-cpu")
+
+import sys
+import unittest
+from pathlib import Path
+
+import torch
+
+CURRENT_DIR = Path(__file__).resolve().parent
+if str(CURRENT_DIR) not in sys.path:
+    sys.path.insert(0, str(CURRENT_DIR))
+
+from common import NO_AUX_EAGLE3, eagle3
+from cpu_models import TargetCaptureTestCase
+
+
+class TestTargetCapture(TargetCaptureTestCase):
+    """The target ModelRunner's own ``__init__`` decides which layers the target captures
+    for an EAGLE-3 drafter (it runs here up to ``model_specific_adjustment``: what
+    follows is device set-up), its ``init_aux_hidden_state_capture`` tells the model, and
+    the model's forward hands the drafter those hidden states. Each is compared with
+    transformers' ``output_hidden_states`` of the same model (0: the embeddings, ``k``:
+    the output of layer ``k - 1``)."""
+
+    TOKENS = torch.tensor([3, 17, 99, 5])
+
+    def test_the_drafters_layer_ids(self):
+        """SGLang's ids name the layer whose output the drafter reads."""
+        draft = eagle3(eagle_config={"eagle_aux_hidden_state_layer_ids": [0, 3, 6]})
+        self.assertEqual(self.captured(draft), [1, 4, 7])
+
+    def test_top_level_layer_ids(self):
+        draft = eagle3(eagle_aux_hidden_state_layer_ids=[1, 4, 5])
+        self.assertEqual(self.captured(draft), [2, 5, 6])
+
+    def test_default_layers_without_eagle_config(self):
+        """The inputs of layers [2, L // 2, L - 3]."""
+        self.assertEqual(self.captured(eagle3()), [2, 4, 5])
+
+    def test_nothing_when_aux_is_off(self):
+        self.assertEqual(self.captured(NO_AUX_EAGLE3), [])
+
+    def test_ids_the_target_cannot_capture_are_refused(self):
+        """Layer 7 of 8 has no layer after it to capture its output as an input."""
+        draft = eagle3(eagle_aux_hidden_state_layer_ids=[1, 4, 7])
+        with self.assertRaises(ValueError) as raised:
+            self.start_target_runner(draft)
+        message = str(raised.exception)
+        self.assertIn("eagle_aux_hidden_state_layer_ids=[1, 4, 7]", message)
+        self.assertIn("a target of 8 layers", message)
+
+
+if __name__ == "__main__":
+    unittest.main()
