@@ -38,10 +38,11 @@ from mutants import (  # noqa: E402
 from sglang_eagle_sizing.cli import main as cli_main  # noqa: E402
 from sglang_eagle_sizing.wheel import cached_release_wheel  # noqa: E402
 
-CPU_TEST = (
+#: the fork's CPU tests: every file of the folder runs in one process per mutant
+CPU_TESTS = (
     REPO
     / "python/sglang_eagle_sizing/inserted_tests"
-    / "test/registered/unit/speculative/test_eagle_hidden_sizing.py"
+    / "test/registered/unit/speculative/eagle_hidden_sizing"
 )
 DOC = REPO / "docs" / "fork-tests.md"
 PARALLEL_RUNS = 2
@@ -93,10 +94,10 @@ def main() -> int:
     lock = threading.Lock()
     with tempfile.TemporaryDirectory(prefix="fork-mutants-") as tmp:
         pristine, patched = trees(Path(tmp))
-        baseline = run_test_file(patched, CPU_TEST)
+        baseline = run_test_file(patched, CPU_TESTS)
         if baseline.returncode != 0:
             print(baseline.output[-4000:], file=sys.stderr)
-            raise SystemExit("the fork's CPU test fails on the patched tree")
+            raise SystemExit("the fork's CPU tests fail on the patched tree")
         mutants = all_mutants(pristine / "sglang" / "srt", patched / "sglang" / "srt")
         unknown = set(args.only or ()) - {m.name for m in mutants}
         if unknown:
@@ -108,7 +109,7 @@ def main() -> int:
         ]
 
         def run(index: int) -> None:
-            mutant, result = chosen[index], run_test_file(roots[index], CPU_TEST)
+            mutant, result = chosen[index], run_test_file(roots[index], CPU_TESTS)
             row = mutation_table([(mutant, result)]).splitlines()[4]
             outcome = (
                 "passed" if result.returncode == 0 else f"{len(result.failed)} failed"

@@ -89,10 +89,11 @@ def patched_root(pristine, tmp_path_factory) -> Path:
 # -- a fork's git checkout -------------------------------------------------------------
 #: a test file of the fork's own (stands for SGLang's test/registered/ tree)
 FORK_OWN_TEST = "test/registered/unit/speculative/test_fork_own.py"
-#: stand-ins for the files under inserted_tests/: one in a folder the checkout has, one in
-#: folders apply must create (test/registered/spec/eagle/)
+#: stand-ins for the files under inserted_tests/: one in a folder apply must create in a
+#: folder the checkout has (test/registered/unit/speculative/eagle_hidden_sizing/, the CPU
+#: tests' folder), one in folders apply must create (test/registered/spec/eagle/)
 STAND_IN_TESTS = {
-    "test/registered/unit/speculative/test_eagle_hidden_sizing.py": (
+    "test/registered/unit/speculative/eagle_hidden_sizing/test_annotation.py": (
         '"""Stand-in for the fork\'s CPU test."""\n\nimport unittest\n\n\n'
         "class TestStandIn(unittest.TestCase):\n"
         "    def test_runs(self):\n        self.assertTrue(True)\n"

@@ -118,7 +118,7 @@ def test_check_lists_paths_from_where_it_runs_and_ends_with_the_fix(
     assert code == 1
     first = out_test.splitlines()[0]
     assert first.startswith(str(checkout.resolve() / "python/sglang/srt/")), first
-    assert "registered/unit/speculative/test_eagle_hidden_sizing.py  fork-test" in out_test
+    assert "registered/unit/speculative/eagle_hidden_sizing/test_annotation.py  fork-test" in out_test
 
 
 def test_check_on_a_checkout_asks_for_missing_test_files_only(

@@ -1,6 +1,7 @@
-"""The tests the patch adds to a fork, tested here: the CPU unit test passes on the patched tree
-run as SGLang's CI runs it (`python3 <file>`, no GPU, no libcuda) and fails on every mutant of
-that tree; the GPU end-to-end test imports, is registered, and builds the right servers.
+"""The tests the patch adds to a fork, tested here: the CPU unit tests (one folder, a file per
+concern) pass on the patched tree run as SGLang's CI runs them (`python3 <file>`, no GPU, no
+libcuda; here all the files in one process, support/run_fork_tests.py) and fail on every mutant
+of that tree; the GPU end-to-end test imports, is registered, and builds the right servers.
 
 The mutants (test/support/mutants.py) put one routed sizing site back to its 0.5.11 expression,
 break one rule of the contract in the inserted code, break a path around the sites (the target's
@@ -36,7 +37,9 @@ from mutants import (
 )
 
 INSERTED = REPO / "python" / "sglang_eagle_sizing" / "inserted_tests"
-CPU_TEST = INSERTED / "test/registered/unit/speculative/test_eagle_hidden_sizing.py"
+#: the fork's CPU tests: a folder (fork_test_slices.CPU_TEST_DIR)
+CPU_TESTS = INSERTED / "test/registered/unit/speculative/eagle_hidden_sizing"
+CPU_TEST_FILES = sorted(CPU_TESTS.glob("test_*.py"))
 GPU_TEST = INSERTED / "test/registered/spec/eagle/test_eagle_hidden_sizing_e2e.py"
 DOC = REPO / "docs" / "fork-tests.md"
 PARALLEL_RUNS = 2
@@ -86,18 +89,34 @@ CI_SAMPLE = (
 )
 
 
-def test_inserted_tests_are_the_two_files():
-    """apply adds exactly these two files to a checkout (the folder's README.md is not one)."""
+def test_inserted_tests_are_the_cpu_folder_and_the_gpu_file():
+    """apply adds exactly these files to a checkout (the folder's README.md is not one): the
+    CPU folder, one test file per concern of TEST_CONCERNS and the harness, and the GPU test."""
+    from sglang_eagle_sizing.fork_test_slices import HARNESS, TEST_CONCERNS
     from sglang_eagle_sizing.patch import inserted_test_files
 
     files = sorted(inserted_test_files())
-    assert files == sorted(p.relative_to(INSERTED).as_posix() for p in (CPU_TEST, GPU_TEST))
+    cpu = sorted(p.relative_to(INSERTED).as_posix() for p in CPU_TESTS.glob("*.py"))
+    assert files == sorted([*cpu, GPU_TEST.relative_to(INSERTED).as_posix()])
+    assert sorted(p.name for p in CPU_TESTS.glob("*.py")) == sorted(
+        ["__init__.py", *HARNESS, *TEST_CONCERNS]
+    )
+
+
+def test_cpu_files_are_the_size_of_their_neighbours():
+    """As SGLang's unit tests are (test/registered/unit/): a test file at most 250 lines, a
+    harness module at most 400."""
+    from sglang_eagle_sizing.fork_test_slices import HARNESS
+
+    for path in CPU_TESTS.glob("*.py"):
+        limit = 400 if path.name in HARNESS else 250
+        assert len(path.read_text().splitlines()) <= limit, path.name
 
 
 def test_inserted_tests_do_not_read_source_text():
     """They test behaviour: neither parses nor reads a module's source, which an upstream
     refactor that changes no behaviour would break."""
-    for path in (CPU_TEST, GPU_TEST):
+    for path in (*CPU_TESTS.glob("*.py"), GPU_TEST):
         tree = ast.parse(path.read_text())
         imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
@@ -105,14 +124,17 @@ def test_inserted_tests_do_not_read_source_text():
 
 
 def test_registered_in_sglang_suites():
+    """Each CPU test file registered in the CPU suite with its own measured est_time; the
+    harness modules are not test files."""
     from sglang.test.ci.ci_register import HWBackend, collect_tests
 
-    registries = collect_tests([str(CPU_TEST), str(GPU_TEST)], sanity_check=True)
+    registries = collect_tests([*map(str, CPU_TEST_FILES), str(GPU_TEST)], sanity_check=True)
     found = {(Path(r.filename).name, r.backend, r.suite, r.nightly, r.disabled) for r in registries}
     assert found == {
-        (CPU_TEST.name, HWBackend.CPU, "stage-a-test-cpu", False, None),
+        *((p.name, HWBackend.CPU, "stage-a-test-cpu", False, None) for p in CPU_TEST_FILES),
         (GPU_TEST.name, HWBackend.CUDA, "stage-b-test-2-gpu-large", False, None),
     }
+    assert all(r.est_time > 0 for r in registries)
 
 
 def _imported_modules(path: Path) -> list[str]:
@@ -126,27 +148,35 @@ def _imported_modules(path: Path) -> list[str]:
 
 
 def test_cpu_test_stubs_sgl_kernel_before_the_worker_modules():
-    """The CPU file imports the real worker, scheduler and model-runner modules; on a CPU
-    runner ``sgl_kernel`` cannot load (no libcuda), so SGLang's own
-    ``maybe_stub_sgl_kernel()`` is called before the first of those imports (releases
-    without it, 0.5.9, get it from ``support/older_release_compat.py``)."""
-    tree = ast.parse(CPU_TEST.read_text())
-    stub_line = next(
-        node.lineno
-        for node in tree.body
-        if isinstance(node, ast.Expr)
-        and isinstance(node.value, ast.Call)
-        and ast.unparse(node.value.func) == "maybe_stub_sgl_kernel"
-    )
-    heavy = [
-        node.lineno
-        for node in tree.body
-        if isinstance(node, ast.ImportFrom)
-        and node.module
-        and node.module.startswith("sglang.srt.")
-    ]
-    assert heavy and stub_line < min(heavy)
-    imported = _imported_modules(CPU_TEST)
+    """The CPU files import the real worker, scheduler and model-runner modules (themselves
+    or through the harness); on a CPU runner ``sgl_kernel`` cannot load (no libcuda), so
+    each test file calls SGLang's own ``maybe_stub_sgl_kernel()`` before its first import
+    of SGLang's modules or of the harness (releases without it, 0.5.9, get it from
+    ``support/older_release_compat.py``)."""
+    from sglang_eagle_sizing.fork_test_slices import HARNESS
+
+    harness = {name.removesuffix(".py") for name in HARNESS}
+    imported: list[str] = []
+    for path in CPU_TESTS.glob("*.py"):
+        imported += _imported_modules(path)
+        if path not in CPU_TEST_FILES:
+            continue
+        tree = ast.parse(path.read_text())
+        stub_line = next(
+            node.lineno
+            for node in tree.body
+            if isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Call)
+            and ast.unparse(node.value.func) == "maybe_stub_sgl_kernel"
+        )
+        heavy = [
+            node.lineno
+            for node in tree.body
+            if isinstance(node, ast.ImportFrom)
+            and node.module
+            and (node.module.startswith("sglang.srt.") or node.module in harness)
+        ]
+        assert heavy and stub_line < min(heavy), path.name
     for module in (
         "sglang.srt.speculative.eagle_worker",
         "sglang.srt.speculative.eagle_worker_v2",
@@ -173,20 +203,21 @@ def all_mutants_of_the_tree(pristine, patched_root) -> list[Mutant]:
 
 @pytest.fixture(scope="module")
 def mutation_runs(patched_root, all_mutants_of_the_tree, libcuda_stub, tmp_path_factory):
-    """The CPU file on the patched tree (as SGLang's CPU CI runs it: no libcuda, so
+    """The CPU files on the patched tree (as SGLang's CPU CI runs them: no libcuda, so
     ``maybe_stub_sgl_kernel`` stubs sgl_kernel; and with the libcuda stub, so the real
-    sgl_kernel imports), then on the CI sample of the mutants, two runs at a time."""
+    sgl_kernel imports), then on the CI sample of the mutants, two runs at a time; each run
+    one process running every file."""
     started = time.monotonic()
-    baseline = run_test_file(patched_root, CPU_TEST)  # also compiles the tree's bytecode
-    with_stub = run_test_file(patched_root, CPU_TEST, libcuda=libcuda_stub)
+    baseline = run_test_file(patched_root, CPU_TESTS)  # also compiles the tree's bytecode
+    with_stub = run_test_file(patched_root, CPU_TESTS, libcuda=libcuda_stub)
     mutants = _sample(all_mutants_of_the_tree)
     folder = tmp_path_factory.mktemp("mutants")
     roots = [mutant_root(patched_root, m, folder / f"{i:02d}") for i, m in enumerate(mutants)]
     with ThreadPoolExecutor(PARALLEL_RUNS) as pool:
-        runs = list(pool.map(lambda root: run_test_file(root, CPU_TEST, libcuda=libcuda_stub), roots))
+        runs = list(pool.map(lambda root: run_test_file(root, CPU_TESTS, libcuda=libcuda_stub), roots))
     elapsed = time.monotonic() - started
     print(
-        f"\nfork CPU test: one run {baseline.seconds:.1f} s; {len(mutants)} sampled mutants, "
+        f"\nfork CPU tests: one run {baseline.seconds:.1f} s; {len(mutants)} sampled mutants, "
         f"{PARALLEL_RUNS} at a time, {elapsed:.0f} s in all\n"
         + mutation_table(list(zip(mutants, runs)))
     )

@@ -1,7 +1,7 @@
 """The tested releases before 0.5.11 (0.5.9, 0.5.10, 0.5.10.post1, their wheels from PyPI):
 accepted without ``--allow-untested-version``, ``apply`` routes the same 15 sizing sites,
 ``check`` then passes, ruff finds nothing new in the changed files (no unused local left,
-F841), ``revert`` gives back every byte, and the fork's CPU test (the file ``apply`` adds to a
+F841), ``revert`` gives back every byte, and the fork's CPU tests (the folder ``apply`` adds to a
 checkout) passes on each patched tree, run as SGLang's CPU CI runs it (no libcuda) through
 ``support/older_release_compat.py``, which gives the release the few pieces of 0.5.11's API
 the file uses and the release lacks (the file the fork gets carries no shim for them). One test for the three: the fork test runs, two at a time, in the background while
@@ -27,9 +27,10 @@ from mutants import run_test_file
 
 OLDER = ["0.5.9", "0.5.10", "0.5.10.post1"]
 COMPAT = SUPPORT / "older_release_compat.py"
-CPU_TEST = (
+#: the fork's CPU tests: every file of the folder, in one process
+CPU_TESTS = (
     REPO / "python/sglang_eagle_sizing/inserted_tests"
-    / "test/registered/unit/speculative/test_eagle_hidden_sizing.py"
+    / "test/registered/unit/speculative/eagle_hidden_sizing"
 )
 
 
@@ -98,7 +99,7 @@ def test_each_older_release_routes_checks_lints_passes_its_fork_test_and_reverts
             code, _, err = run_cli("check", "--no-cache", str(package))
             assert code == 0 and err.startswith(f"checked SGLang {version} ("), err
             _unchanged_by_lint(package / "srt", release)
-            runs[version] = pool.submit(run_test_file, root, CPU_TEST, runner=COMPAT)
+            runs[version] = pool.submit(run_test_file, root, CPU_TESTS, runner=COMPAT)
         for version, future in runs.items():
             run = future.result()
             assert run.returncode == 0 and run.failed == (), (version, run.output[-4000:])

@@ -133,4 +133,4 @@ def test_a_checkout_without_test_folder_gets_the_tests_at_their_paths(checkout):
     assert code == 0
     stat = text.split("\n## The diff\n", 1)[1]
     assert "\npython/sglang/srt/speculative/eagle_info.py | +" in stat
-    assert "\ntest/registered/unit/speculative/test_eagle_hidden_sizing.py | +" in stat
+    assert "\ntest/registered/unit/speculative/eagle_hidden_sizing/test_annotation.py | +" in stat

@@ -165,10 +165,33 @@ def _recorded_failures(cell: str) -> tuple[str, ...] | None:
     return () if cell == "all pass" else ("",) * int(cell.split()[0])
 
 
-def test_a_test_class_without_a_concern_is_refused():
-    from sglang_eagle_sizing.fork_test_slices import SliceError, slice_cpu_test
+def test_a_test_file_without_a_concern_is_refused():
+    from sglang_eagle_sizing.fork_test_slices import CPU_TEST_DIR, SliceError, slice_cpu_tests
 
     source = "import unittest\n\n\nclass TestNew(unittest.TestCase):\n    def test_x(self):\n        pass\n"
     with concerns.only(concerns.prefix(2)):
-        with pytest.raises(SliceError, match="TestNew has no concern"):
-            slice_cpu_test(source)
+        with pytest.raises(SliceError, match="test_new.py has no concern"):
+            slice_cpu_tests({f"{CPU_TEST_DIR}/test_new.py": source})
+
+
+def test_each_patch_adds_the_test_files_of_its_concern_and_the_harness_they_import():
+    """Patch k's CPU folder: the files of the concerns landed so far, whole; each harness
+    module cut to what they import (none: left out); each compiles (pyflakes on every commit:
+    test_the_table_in_the_docs_is_what_the_series_gives)."""
+    from sglang_eagle_sizing.fork_test_slices import CPU_TEST_DIR, HARNESS, TEST_CONCERNS
+    from sglang_eagle_sizing.patch import inserted_test_files
+
+    whole = inserted_test_files()
+    landed: set[str] = set()
+    for count, concern in enumerate(concerns.ORDER[:-1], start=1):
+        landed |= {name for name, c in TEST_CONCERNS.items() if c == concern}
+        with concerns.only(concerns.prefix(count)):
+            files = inserted_test_files()
+        names = {key.rsplit("/", 1)[-1] for key in files}
+        assert {n for n in names if n.startswith("test_")} == landed, concern
+        assert "__init__.py" in names and names <= {"__init__.py", *HARNESS, *landed}
+        for key, data in files.items():
+            assert key.startswith(CPU_TEST_DIR + "/")
+            if key.rsplit("/", 1)[-1] in landed:
+                assert data == whole[key], key
+            compile(data, key, "exec")

@@ -18,10 +18,20 @@ from pathlib import Path
 
 from . import concerns
 from .engine import Finding, FindingsCache, default_cache_dir, unified_diff
+from .fork_test_slices import CPU_TEST_DIR, TEST_CONCERNS
 from .patch import TreeReport, check_tree, rewrite_tree
 from .tree import SglangTree, TreeError, _git
 
-CPU_TEST_COMMAND = "python3 test/registered/unit/speculative/test_eagle_hidden_sizing.py"
+
+def cpu_test_command(concern: str) -> str:
+    """Markdown: the command that runs each CPU test file of ``concern`` (the files its
+    patch adds to ``CPU_TEST_DIR``)."""
+    commands = [
+        f"`python3 {CPU_TEST_DIR}/{name}`"
+        for name, owner in TEST_CONCERNS.items()
+        if owner == concern
+    ]
+    return " and ".join([", ".join(commands[:-1]), commands[-1]] if commands[1:] else commands)
 
 
 @dataclass(frozen=True)
@@ -58,10 +68,11 @@ Quote the annotation. No behavior change.
 
 ## Tests
 
-`test/registered/unit/speculative/test_eagle_hidden_sizing.py` (new, CPU suite
-`stage-a-test-cpu`): `TestSpeculativeModulesImport` imports the module. The file stubs
-`sgl_kernel` with `maybe_stub_sgl_kernel()` when it cannot load, so it runs on a CPU runner:
-`{CPU_TEST_COMMAND}`.
+`test/registered/unit/speculative/eagle_hidden_sizing/test_annotation.py` (new, CPU suite
+`stage-a-test-cpu`; the folder's first file, each patch after this one adds its own):
+`TestSpeculativeModulesImport` imports the module. The file stubs `sgl_kernel` with
+`maybe_stub_sgl_kernel()` when it cannot load, so it runs on a CPU runner:
+{cpu_test_command(concerns.ANNOTATION)}.
 """,
     ),
     Patch(
@@ -115,7 +126,8 @@ now have both attributes.
 
 `TestEagleConfigParser` (every accepted and refused form) and `TestWorkerStartUp` (the four
 workers parse the drafter in their own `__init__`, started on the CPU with the draft model
-runners replaced): `{CPU_TEST_COMMAND}`.
+runners replaced; the folder's `common.py` holds the synthetic configs, the stand-ins and
+the worker start-up the later test files share): {cpu_test_command(concerns.PARSER)}.
 """,
     ),
     Patch(
@@ -166,7 +178,7 @@ capture, is refused instead of ignored.
 model's forward and compares each hidden state it hands the drafter with transformers'
 `output_hidden_states` of the same weights: SGLang's id `i` is hidden state `i + 1` (the
 output of layer `i`), the default the inputs of layers `[2, L // 2, L - 3]`:
-`{CPU_TEST_COMMAND}`.
+{cpu_test_command(concerns.TARGET_CAPTURE)}.
 """,
     ),
     Patch(
@@ -214,7 +226,7 @@ layer ids.
 
 `TestStartupValidation` (every refusal, by key and value) and
 `TestWorkerStartUp.test_every_eagle_worker_refuses_before_the_draft_model_loads` (the
-refusal comes before the draft model loader is called): `{CPU_TEST_COMMAND}`.
+refusal comes before the draft model loader is called): {cpu_test_command(concerns.VALIDATION)}.
 """,
     ),
     Patch(
@@ -253,7 +265,7 @@ STANDALONE draft models, which read no hidden state of the target, keep their ow
 
 `TestOneDtypeAtDtypeAuto`: a float16 drafter on a bfloat16 target is built in bfloat16 by
 the v1, v2 and multi-layer v2 workers; an explicit `--dtype float16` is kept; a STANDALONE
-drafter keeps its own: `{CPU_TEST_COMMAND}`.
+drafter keeps its own: {cpu_test_command(concerns.DTYPE)}.
 """,
     ),
     Patch(
@@ -294,7 +306,7 @@ None.
 `TestIdleInputs.test_v1_draft_step`, `TestPDMetadataBuffers` (both servers' buffers through
 the real `Scheduler.init_disaggregation`, v1 and v2) and
 `TestCudaGraphBuffers.test_draft_decode_runner` (the real runner's constructor, capture
-replaced): `{CPU_TEST_COMMAND}`.
+replaced): {cpu_test_command(concerns.ROUTING)}.
 """,
     ),
     Patch(
@@ -339,7 +351,7 @@ dispatch in the attention backends) treats it as before; only its sizes are its 
 `TestHiddenSizeContract` (both phases on the real workers for EAGLE-3, a narrow drafter,
 four aux layers, aux off, EAGLE, STANDALONE),
 `TestIdleInputs.test_v1_draft_extend_*` and
-`TestCudaGraphBuffers.test_draft_extend_runner`: `{CPU_TEST_COMMAND}`.
+`TestCudaGraphBuffers.test_draft_extend_runner`: {cpu_test_command(concerns.EXTEND_WIDTH)}.
 """,
     ),
     Patch(
@@ -370,7 +382,7 @@ unchanged.
 
 `TestIdleInputs.test_multi_layer_v1_draft_extend_rebuilds_the_input_verify_made`,
 `TestIdleInputs.test_multi_layer_v2_hidden_states_pool` and
-`TestCudaGraphBuffers.test_multi_layer_draft_extend_runners`: `{CPU_TEST_COMMAND}`.
+`TestCudaGraphBuffers.test_multi_layer_draft_extend_runners`: {cpu_test_command(concerns.MULTI_LAYER_WIDTH)}.
 """,
     ),
     Patch(
@@ -398,7 +410,7 @@ as wide as its target and in its dtype.
 
 `TestIdleInputs.test_v2_worker_without_spec_info` and
 `test_multi_layer_v2_worker_without_spec_info` (the real `forward_batch_generation` up to
-the draft step, with a 128-wide drafter on a 256-wide target): `{CPU_TEST_COMMAND}`.
+the draft step, with a 128-wide drafter on a 256-wide target): {cpu_test_command(concerns.V2_IDLE_WIDTH)}.
 """,
     ),
     Patch(
@@ -432,7 +444,7 @@ changes the decode server's condition, so the fix reads alone.
 `Scheduler.init_disaggregation`), and
 `TestOneDtypeAtDtypeAuto.test_every_site_gets_the_targets_dtype` that the sites share one
 dtype:
-`{CPU_TEST_COMMAND}`.
+{cpu_test_command(concerns.PD_STANDALONE)}.
 """,
     ),
     Patch(
@@ -489,7 +501,7 @@ are padding, and both readings leave it `hidden_size` wide.
 four aux layers (in `eagle_config` and at the top level), checks `fc.in_features`, that a
 draft-extend forward with three layers' width fails naming both widths, and how
 `project_hidden_states` reads each mode; `TestStartupValidation` accepts four layers:
-`{CPU_TEST_COMMAND}`.
+{cpu_test_command(concerns.DRAFTER_FC)}.
 
 ## Accuracy
 
@@ -539,7 +551,7 @@ hard-coded, so callers outside these workers keep working.
 `TestIdleInputsCarryAttentionIndices`: every idle input the workers build carries one
 int32 zero and no indices on the worker's device. `TestPaddedIdleBatchOnTriton`: each of
 them, padded by `prepare_mlp_sync_batch` on the idle one of two DP ranks, through the real
-`TritonAttnBackend.init_forward_metadata`: `{CPU_TEST_COMMAND}`.
+`TritonAttnBackend.init_forward_metadata`: {cpu_test_command(concerns.IDLE_INPUTS)}.
 """,
     ),
     Patch(
@@ -597,7 +609,7 @@ real `TritonAttnBackend.forward_decode` (kernels interpreted on the CPU, `TRITON
 attends both padded rows, the real one exactly as unpadded.
 `TestPaddedIdleBatchOnFlashInfer`: the real `FlashInferIndicesUpdaterDecode.call_begin_forward`
 with a recording wrapper plans no rows for an idle input padded to 2 rows:
-`{CPU_TEST_COMMAND}`.
+{cpu_test_command(concerns.ATTENTION_BACKENDS)}.
 """,
     ),
     Patch(
@@ -639,7 +651,7 @@ that declare them compute what they were trained as.
 checks what each one changes in its forward (and that with every flag off nothing does),
 `norm_before_fc` in `eagle_config` too, and the refusal of a flag set twice with different
 values; for the mid layer's two flags the attention's output is zeroed, as no attention
-backend runs in this CPU test: `{CPU_TEST_COMMAND}`.
+backend runs in this CPU test: {cpu_test_command(concerns.EAGLE3_NORM_VARIANTS)}.
 
 ## Accuracy
 
@@ -706,7 +718,7 @@ and four aux layers, every refused key), reads them through `get_config` and `Mo
 and loads renamed weights into `LlamaForCausalLMEagle3`. `TestTargetCapture`'s
 speculators tests compare the hidden states the target hands such a drafter with
 transformers' `output_hidden_states[k]` for its ids `k`, the last layer's input included,
-and check the embeddings and the final hidden state are refused: `{CPU_TEST_COMMAND}`.
+and check the embeddings and the final hidden state are refused: {cpu_test_command(concerns.SPECULATORS_FORMAT)}.
 
 ## Accuracy
 

@@ -1138,6 +1138,9 @@ def mutant_root(patched_root: Path, mutant: Mutant, folder: Path) -> Path:
 
 # -- running the fork's test file --------------------------------------------------------------
 
+#: runs a folder of test files in one process (``run_test_file``)
+RUN_FORK_TESTS = Path(__file__).resolve().parent / "run_fork_tests.py"
+
 FAILED_TEST = re.compile(r"^(?:FAIL|ERROR): (\w+) \((?:[\w.]+\.)?(\w+)\.\w+\)", re.MULTILINE)
 
 
@@ -1163,10 +1166,14 @@ def run_test_file(
     runner: Path | None = None,
 ) -> Run:
     """``python3 <test_file>`` with ``root`` (holding ``sglang/``) first on the path, as
-    SGLang's CI runs a registered test; no network. Without ``libcuda`` (a folder holding
-    the libcuda stub) sgl_kernel cannot load, as on SGLang's CPU runners. ``runner``: a
-    script that runs the file (``python3 <runner> <test_file>``), e.g.
-    ``older_release_compat.py`` for a release before 0.5.11."""
+    SGLang's CI runs a registered test; no network. A folder (the fork's CPU tests) runs
+    all its ``test_*.py`` files in one process and one unittest suite
+    (``run_fork_tests.py``, each file loaded as ``python3 <file>`` loads it). Without
+    ``libcuda`` (a folder holding the libcuda stub) sgl_kernel cannot load, as on SGLang's
+    CPU runners. ``runner``: a script that runs the file or folder (``python3 <runner>
+    <test_file>``), e.g. ``older_release_compat.py`` for a release before 0.5.11."""
+    if runner is None and Path(test_file).is_dir():
+        runner = RUN_FORK_TESTS
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH")}
     env.update(PYTHONPATH=str(root), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     if libcuda is not None:

@@ -1,12 +1,12 @@
-"""Run the fork's CPU test on a release before 0.5.11:
+"""Run the fork's CPU tests on a release before 0.5.11:
 
-    python3 older_release_compat.py <test file> [unittest arguments]
+    python3 older_release_compat.py <test file or folder>... [-- unittest arguments]
 
 The file the fork gets is written for SGLang 0.5.11 and uses 0.5.11's API only. This gives an
 older release (0.5.9, 0.5.10, 0.5.10.post1: ``test/test_older_releases.py``) the pieces of that
 API the file reaches and the release lacks, each only where it is missing, when the module
-that should hold it is imported; then it runs the file as ``__main__``, as ``python3 <file>``
-would. The release's own files are not touched (``revert`` must give back every byte).
+that should hold it is imported; then it runs the files in one process, each loaded as
+``python3 <file>`` would load it (``run_fork_tests.py``). The release's own files are not touched (``revert`` must give back every byte).
 
 - ``sglang.test.test_utils.maybe_stub_sgl_kernel`` (from 0.5.10): 0.5.11's, which imports
   ``sgl_kernel`` as an empty mocked package where it cannot load (no GPU driver);
@@ -42,7 +42,6 @@ import importlib.abc
 import importlib.machinery
 import os
 import inspect
-import runpy
 import sys
 import unittest
 from types import SimpleNamespace
@@ -176,19 +175,16 @@ def _pads_an_idle_rank_of_two() -> bool:
     return mode.is_max_len()
 
 
-def _main(run=unittest.main):
-    """``unittest.main``, with the classes whose premise this release lacks skipped."""
-
-    def main(*args, **kwargs):
-        test_module = sys.modules["__main__"]
-        if not _pads_an_idle_rank_of_two():
-            test_module.TestPaddedIdleBatchOnTriton = unittest.skip(
+def _skip_what_this_release_lacks(modules) -> None:
+    """The classes whose premise this release lacks, skipped."""
+    if _pads_an_idle_rank_of_two():
+        return
+    for module in modules:
+        if hasattr(module, "TestPaddedIdleBatchOnTriton"):
+            module.TestPaddedIdleBatchOnTriton = unittest.skip(
                 "this release does not pad the idle rank of two attention-DP ranks"
                 " (DpPaddingMode.SUM_LEN for 0 and 3 tokens)"
-            )(test_module.TestPaddedIdleBatchOnTriton)
-        return run(*args, **kwargs)
-
-    return main
+            )(module.TestPaddedIdleBatchOnTriton)
 
 
 #: module -> what it is given after it is executed
@@ -243,9 +239,13 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 
 if __name__ == "__main__":
-    test_file = os.path.abspath(sys.argv[1])
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import run_fork_tests
+
+    sys.path.pop(0)
+
+    paths, unittest_args = run_fork_tests.split_argv(sys.argv[1:])
     sys.meta_path.insert(0, _AfterImport())
-    unittest.main = _main()
-    sys.argv = [test_file, *sys.argv[2:]]
-    sys.path[0] = os.path.dirname(test_file)  # as ``python3 <file>`` has it
-    runpy.run_path(test_file, run_name="__main__")
+    modules = run_fork_tests.load(run_fork_tests.test_files(paths))
+    _skip_what_this_release_lacks(modules)
+    sys.exit(run_fork_tests.run(modules, unittest_args))

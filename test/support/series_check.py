@@ -1,6 +1,6 @@
 """The series as a fork's reviewer takes it: ``pr --series`` on a git checkout of the release,
-``git am`` of every patch on a clone, and at each commit the fork's CPU test (``python3
-<file>``) and ruff's pyflakes rules on the files the patch touched.
+``git am`` of every patch on a clone, and at each commit the fork's CPU tests (every file of
+the folder, in one process: ``run_fork_tests.py``) and ruff's pyflakes rules on the files the patch touched.
 
 Shared by ``test/test_series.py`` (which checks a sample of the commits) and
 ``scripts/series_table.py`` (every commit; the table of ``docs/series.md``).
@@ -8,6 +8,7 @@ Shared by ``test/test_series.py`` (which checks a sample of the commits) and
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from mutants import run_test_file
 from sglang_eagle_sizing import series
-from sglang_eagle_sizing.fork_test_slices import CPU_TEST
+from sglang_eagle_sizing.fork_test_slices import CPU_TEST_DIR
 from sglang_eagle_sizing.tree import SglangTree
 
 RUFF = Path(sys.executable).with_name("ruff")
@@ -90,16 +91,26 @@ def check_commit(
     touched = [k for k in step.files if k.endswith(".py")]
     before = pyflakes(clone, touched)
     failing_before = None
-    if run_fork_test and CPU_TEST in step.files and step.files[CPU_TEST][1]:
-        later = clone.parent / f"{clone.name}-next-test" / Path(CPU_TEST).name
-        later.parent.mkdir(exist_ok=True)
-        later.write_text(step.files[CPU_TEST][1])
+    cpu_tests = {k: new for k, (_, new) in step.files.items() if k.startswith(CPU_TEST_DIR + "/")}
+    if run_fork_test and any(cpu_tests.values()):
+        # the folder as the commit leaves it, on the tree before it
+        later = clone.parent / f"{clone.name}-next-test" / Path(CPU_TEST_DIR).name
+        shutil.rmtree(later, ignore_errors=True)
+        if (clone / CPU_TEST_DIR).is_dir():
+            shutil.copytree(clone / CPU_TEST_DIR, later)
+        later.mkdir(parents=True, exist_ok=True)
+        for key, text in cpu_tests.items():
+            path = later / key[len(CPU_TEST_DIR) + 1 :]
+            if text is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_text(text)
         failing_before = run_test_file(clone / "python", later).failed
     git(clone, "checkout", "-q", commit)
     after = pyflakes(clone, touched)
     fork_test = None
-    if run_fork_test and (clone / CPU_TEST).is_file():
-        run = run_test_file(clone / "python", clone / CPU_TEST)
+    if run_fork_test and (clone / CPU_TEST_DIR).is_dir():
+        run = run_test_file(clone / "python", clone / CPU_TEST_DIR)
         fork_test = (run.tests_ran, run.failed)
     return Commit(
         step.patch.subject,
