@@ -48,9 +48,9 @@ class QueuesReached(Exception):
 
 
 class PDMetadataBuffersTestCase(WorkerTestCase):
-    """The real ``Scheduler.init_disaggregation`` on a prefill and a decode server with
-    the same worker: the hidden-state slot has one size on both (the transfer copies the
-    prefill side's item length into the decode side's slot): the draft state's."""
+    """The hidden-state slot of the PD metadata buffers, built by the real
+    ``Scheduler.init_disaggregation`` (``TestPDMetadataBuffers`` of test_routing.py and
+    test_pd_standalone.py)."""
 
     def metadata_buffers(self, worker, target_worker, server_args, mode: str, v2: bool):
         scheduler = Scheduler.__new__(Scheduler)
@@ -122,9 +122,9 @@ class AttentionBackendStandIn:
 
 
 class CudaGraphBuffersTestCase(WorkerTestCase):
-    """The hidden-state buffer of each draft CUDA-graph runner, built by the runner's own
-    constructor on the CPU; only the graph capture is replaced (and the attention
-    backends, as for the workers). Expected sizes come from the config facts."""
+    """Workers whose draft CUDA-graph runners are built with graphs on, the capture
+    replaced (``TestCudaGraphBuffers`` of test_routing.py, test_extend_width.py and
+    test_multi_layer_width.py)."""
 
     def setUp(self):
         stack = contextlib.ExitStack()
@@ -160,8 +160,9 @@ class CudaGraphBuffersTestCase(WorkerTestCase):
 
 
 class HiddenSizeContractTestCase(WorkerTestCase):
-    """The classmethods on every real worker a sizing site hands them, against the
-    widths and dtypes computed here from the config facts."""
+    """The classmethods' widths and dtypes on every real worker kind, against the
+    config facts (``TestHiddenSizeContract`` of test_extend_width.py and
+    test_speculators_format.py)."""
 
     def workers_for(self, algorithm: str, draft: dict, target: dict):
         """(name, object a site hands the classmethods) for every worker kind."""
@@ -202,8 +203,8 @@ class HiddenSizeContractTestCase(WorkerTestCase):
 
 
 class StartupValidationTestCase(CustomTestCase):
-    """validate_eagle_draft_config: a drafter that cannot consume what the target
-    produces stops the worker at start-up with one message naming the cause."""
+    """Drafter configs and the check of a ``validate_eagle_draft_config`` refusal
+    (``TestStartupValidation`` of test_validation.py and test_drafter_fc.py)."""
 
     @classmethod
     def setUpClass(cls):
@@ -228,7 +229,8 @@ class StartupValidationTestCase(CustomTestCase):
 
 
 class EagleConfigParserTestCase(CustomTestCase):
-    """The one parser of the drafter's aux hidden-state flag and layer ids."""
+    """A drafter's hf_config and the check of a parser refusal
+    (``TestEagleConfigParser`` of test_parser_flag.py and test_parser_layer_ids.py)."""
 
     @classmethod
     def setUpClass(cls):

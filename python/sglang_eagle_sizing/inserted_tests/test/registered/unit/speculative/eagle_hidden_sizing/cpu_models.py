@@ -98,12 +98,9 @@ def same_tiny_llama(config: dict):
 
 
 class TargetCaptureTestCase(CustomTestCase):
-    """The target ModelRunner's own ``__init__`` decides which layers the target captures
-    for an EAGLE-3 drafter (it runs here up to ``model_specific_adjustment``: what
-    follows is device set-up), its ``init_aux_hidden_state_capture`` tells the model, and
-    the model's forward hands the drafter those hidden states. Each is compared with
-    transformers' ``output_hidden_states`` of the same model (0: the embeddings, ``k``:
-    the output of layer ``k - 1``)."""
+    """Which of transformers' hidden states the target hands its drafter, through the
+    target ModelRunner's own ``__init__`` and ``init_aux_hidden_state_capture``
+    (``TestTargetCapture`` of test_target_capture.py and test_speculators_format.py)."""
 
     TOKENS = torch.tensor([3, 17, 99, 5])
 

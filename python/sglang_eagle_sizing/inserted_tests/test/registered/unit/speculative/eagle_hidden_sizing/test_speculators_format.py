@@ -202,8 +202,6 @@ class TestTargetCapture(TargetCaptureTestCase):
     transformers' ``output_hidden_states`` of the same model (0: the embeddings, ``k``:
     the output of layer ``k - 1``)."""
 
-    TOKENS = torch.tensor([3, 17, 99, 5])
-
     def test_speculators_layer_ids(self):
         """The speculators library's ids index the target's hidden states as transformers
         does: the last layer's input is hidden state L - 1."""

@@ -12,8 +12,6 @@ import sys
 import unittest
 from pathlib import Path
 
-import torch
-
 CURRENT_DIR = Path(__file__).resolve().parent
 if str(CURRENT_DIR) not in sys.path:
     sys.path.insert(0, str(CURRENT_DIR))
@@ -29,8 +27,6 @@ class TestTargetCapture(TargetCaptureTestCase):
     the model's forward hands the drafter those hidden states. Each is compared with
     transformers' ``output_hidden_states`` of the same model (0: the embeddings, ``k``:
     the output of layer ``k - 1``)."""
-
-    TOKENS = torch.tensor([3, 17, 99, 5])
 
     def test_the_drafters_layer_ids(self):
         """SGLang's ids name the layer whose output the drafter reads."""
