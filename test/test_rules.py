@@ -955,6 +955,8 @@ def _speculators_read(auto_config):
 
     def get_config_dict(model, **kwargs):
         reads.append((model, kwargs))
+        if "unreadable" in model:
+            raise OSError("no config.json")
         return (dict(drafter) if "drafter" in model else {"model_type": "other"}), {}
 
     scope = {
@@ -985,13 +987,18 @@ def test_the_speculators_read_reads_a_config_again_only_when_autoconfig_refuses_
         read("refused-target", trust_remote_code=True, revision="r")
     assert raised.value is refused
     assert reads == [("refused-target", {"revision": "r"})]
+    # the second read failing too: still AutoConfig's error
+    with pytest.raises(ValueError) as raised:
+        read("refused-unreadable")
+    assert raised.value is refused
+    reads.clear()
     # the format, refused (transformers 5) or read as another class (4): converted
     for model in ("refused-drafter", "by-path-drafter"):
         config = read(model, revision="r")
         assert config.architectures == ["LlamaForCausalLMEagle3"], model
         assert config.eagle_aux_hidden_state_layer_ids == [0, 2, 4]
         assert config._name_or_path == model
-    assert len(reads) == 3
+    assert len(reads) == 2  # one read each
 
 
 LOAD_WEIGHTS_BEFORE = """\

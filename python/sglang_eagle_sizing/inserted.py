@@ -730,9 +730,12 @@ def auto_config_or_speculators_eagle3(
         config = AutoConfig.from_pretrained(
             model, trust_remote_code=trust_remote_code, **kwargs
         )
-    except (ValueError, KeyError):
+    except (ValueError, KeyError) as error:
         # The speculators format has no model_type, which transformers 5 refuses.
-        config_dict, _ = PretrainedConfig.get_config_dict(model, **kwargs)
+        try:
+            config_dict, _ = PretrainedConfig.get_config_dict(model, **kwargs)
+        except (OSError, ValueError):
+            raise error
         if not is_speculators_eagle3_config(config_dict):
             raise
     else:
