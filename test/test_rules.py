@@ -820,7 +820,7 @@ def test_norm_variants_are_read_from_the_config_where_the_model_computes_them():
 GET_CONFIG_BEFORE = """\
 from typing import Optional
 
-from transformers import PretrainedConfig
+from transformers import AutoConfig, PretrainedConfig
 
 
 def _set_architectures(config, arch_name):
@@ -835,38 +835,170 @@ def get_config(model: str, trust_remote_code: bool, revision: Optional[str] = No
     if is_mistral_model(model):
         config = load_mistral_config(model)
     else:
-        config = AutoConfig.from_pretrained(model, revision=revision)
+        try:
+            config = AutoConfig.from_pretrained(
+                model, trust_remote_code=trust_remote_code, revision=revision
+            )
+        except (ValueError, KeyError) as e:
+            if "deepseek_v32" in str(e):
+                config = load_deepseek_v32(model)
+            elif isinstance(e, ValueError):
+                raise
+            else:
+                config = read_registered(model)
     return config
 """
 
+#: the handlers of 0.5.9 (a bare re-raise but for deepseek_v32) and 0.5.10 (a pair)
+OLDER_HANDLERS = (
+    """\
+        except ValueError as e:
+            if not "deepseek_v32" in str(e):
+                raise e
+            config = load_deepseek_v32(model)
+""",
+    """\
+        except ValueError as e:
+            if not "deepseek_v32" in str(e):
+                raise e
+            config = load_deepseek_v32(model)
+        except KeyError as e:
+            config = read_registered(model)
+""",
+)
 
-def test_get_config_reads_the_speculators_format_first():
+
+def test_get_config_reads_the_speculators_format_where_autoconfig_reads_the_config():
     from sglang_eagle_sizing.rules.speculators_format import SpeculatorsConfigRule
 
     file = "utils/hf_transformers/config.py"
     after, findings = rewrite(file, GET_CONFIG_BEFORE, SpeculatorsConfigRule)
-    assert [(f.line, f.scope, f.status) for f in findings] == [(15, "get_config", "unrouted")]
+    assert [(f.line, f.scope, f.status) for f in findings] == [(18, "get_config", "unrouted")]
+    # the call in the try is renamed, its arguments and the release's except kept as they were
+    handler = GET_CONFIG_BEFORE[
+        GET_CONFIG_BEFORE.index("        except (ValueError") : GET_CONFIG_BEFORE.index("    return config")
+    ]
     assert (
-        "    if is_speculators_eagle3_model(model, revision):\n"
-        "        config = load_speculators_eagle3_config(model, revision)\n"
-        "    elif is_mistral_model(model):\n"
-        "        config = load_mistral_config(model)\n"
-        "    else:\n"
+        "        try:\n"
+        "            config = auto_config_or_speculators_eagle3(\n"
+        "                model, trust_remote_code=trust_remote_code, revision=revision\n"
+        "            )\n" + handler
     ) in after
+    # nothing reads the config before AutoConfig does: the probe of every model is gone
+    body = after[after.index("def get_config(") :]
+    assert "get_config_dict" not in body and "speculators" not in body.replace(
+        "auto_config_or_speculators_eagle3(", ""
+    )
+    assert "def is_speculators_eagle3_model(" not in after
     # the functions stand right before get_config's decorator, two blank lines around them
     functions = after.index("def is_speculators_eagle3_config(")
     assert after.index("def _set_architectures(") < functions < after.index("@lru_cache_frozenset")
+    assert functions < after.index("def auto_config_or_speculators_eagle3(") < after.index(
+        "@lru_cache_frozenset"
+    )
     assert "\n\n\n@lru_cache_frozenset" in after
     again, found = rewrite(file, after, SpeculatorsConfigRule)
     assert again == after and {f.status for f in found} == {Finding.ROUTED}
-    # 0.5.9's chain starts with another test: the rule finds the if that reads the config
-    older = GET_CONFIG_BEFORE.replace(
-        "if is_mistral_model(model):", 'if "mistral-large-3" in str(model).lower():'
+    # 0.5.9's and 0.5.10's handlers: the same rename, the handlers untouched
+    for older in OLDER_HANDLERS:
+        source = GET_CONFIG_BEFORE.replace(handler, older)
+        renamed, found = rewrite(file, source, SpeculatorsConfigRule)
+        assert {f.status for f in found} == {Finding.UNROUTED}
+        assert "            config = auto_config_or_speculators_eagle3(\n" in renamed
+        assert renamed.endswith(older + "    return config\n")
+
+
+def test_get_config_in_another_shape_is_reported_not_skipped():
+    from sglang_eagle_sizing.rules.speculators_format import SpeculatorsConfigRule
+
+    file = "utils/hf_transformers/config.py"
+    read = (
+        "            config = AutoConfig.from_pretrained(\n"
+        "                model, trust_remote_code=trust_remote_code, revision=revision\n"
+        "            )\n"
     )
-    assert 'elif "mistral-large-3" in str(model).lower():' in rewrite(file, older, SpeculatorsConfigRule)[0]
+    unknown = {
+        "more than the read in the try": GET_CONFIG_BEFORE.replace(
+            read, read + "            config.checked = True\n"
+        ),
+        "no try": GET_CONFIG_BEFORE.replace(
+            "        config = load_mistral_config(model)\n",
+            "        config = AutoConfig.from_pretrained(model)\n",
+        ),
+        "read into another name": GET_CONFIG_BEFORE.replace(
+            "            config = AutoConfig", "            hf_config = AutoConfig"
+        ),
+    }
+    for shape, source in unknown.items():
+        after, findings = rewrite(file, source, SpeculatorsConfigRule)
+        assert after == textwrap.dedent(source), shape
+        assert Finding.UNKNOWN in {f.status for f in findings}, shape
     without = GET_CONFIG_BEFORE.replace("AutoConfig.from_pretrained", "read_config")
-    with pytest.raises(RewriteError, match="get_config: no if that reads the config"):
+    with pytest.raises(RewriteError, match="get_config: no AutoConfig.from_pretrained"):
         rewrite(file, without, SpeculatorsConfigRule)
+
+
+def _speculators_read(auto_config):
+    """The inserted functions, with ``AutoConfig.from_pretrained`` as given and a
+    ``PretrainedConfig.get_config_dict`` that counts its reads of a speculators drafter."""
+    import types
+
+    from sglang_eagle_sizing import inserted
+
+    reads = []
+    drafter = {
+        "architectures": ["Eagle3DraftModel"],
+        "speculators_config": {"algorithm": "eagle3"},
+        "transformer_layer_config": {"model_type": "llama", "hidden_size": 64},
+        "eagle_aux_hidden_state_layer_ids": [1, 3, 5],
+    }
+
+    def get_config_dict(model, **kwargs):
+        reads.append((model, kwargs))
+        if "unreadable" in model:
+            raise OSError("no config.json")
+        return (dict(drafter) if "drafter" in model else {"model_type": "other"}), {}
+
+    scope = {
+        "AutoConfig": types.SimpleNamespace(from_pretrained=auto_config),
+        "PretrainedConfig": types.SimpleNamespace(get_config_dict=get_config_dict),
+    }
+    exec(inserted.SPECULATORS_CONFIG_FUNCTIONS, scope)  # noqa: S102
+    return scope[inserted.SPECULATORS_CONFIG_READ], reads
+
+
+def test_the_speculators_read_reads_a_config_again_only_when_autoconfig_refuses_it():
+    import types
+
+    refused = ValueError("Unrecognized model")
+
+    def auto_config(model, **kwargs):
+        if model.startswith("refused"):
+            raise refused
+        if model.startswith("by-path"):  # transformers 4: a class named in the path
+            return types.SimpleNamespace(speculators_config={"algorithm": "eagle3"})
+        return types.SimpleNamespace(architectures=["LlamaForCausalLM"])
+
+    read, reads = _speculators_read(auto_config)
+    # a config AutoConfig reads is returned as it is, not read again
+    assert read("target", revision="r").architectures == ["LlamaForCausalLM"] and not reads
+    # a refused config that is not the format: the same error, after one read
+    with pytest.raises(ValueError) as raised:
+        read("refused-target", trust_remote_code=True, revision="r")
+    assert raised.value is refused
+    assert reads == [("refused-target", {"revision": "r"})]
+    # the second read failing too: still AutoConfig's error
+    with pytest.raises(ValueError) as raised:
+        read("refused-unreadable")
+    assert raised.value is refused
+    reads.clear()
+    # the format, refused (transformers 5) or read as another class (4): converted
+    for model in ("refused-drafter", "by-path-drafter"):
+        config = read(model, revision="r")
+        assert config.architectures == ["LlamaForCausalLMEagle3"], model
+        assert config.eagle_aux_hidden_state_layer_ids == [0, 2, 4]
+        assert config._name_or_path == model
+    assert len(reads) == 2  # one read each
 
 
 LOAD_WEIGHTS_BEFORE = """\

@@ -721,26 +721,36 @@ def speculators_eagle3_to_llama_config(config_dict: dict, path: str = "config.js
     return config
 
 
-def is_speculators_eagle3_model(model: str, revision: Optional[str] = None) -> bool:
-    """Whether the model's config.json is in the speculators format."""
+def auto_config_or_speculators_eagle3(
+    model: str, trust_remote_code: bool = False, **kwargs
+):
+    """AutoConfig.from_pretrained, reading a speculators-format EAGLE-3 drafter as
+    its LlamaForCausalLMEagle3 config."""
     try:
-        config_dict, _ = PretrainedConfig.get_config_dict(model, revision=revision)
-    except (OSError, ValueError):
-        return False
-    return is_speculators_eagle3_config(config_dict)
-
-
-def load_speculators_eagle3_config(model: str, revision: Optional[str] = None):
-    """The LlamaForCausalLMEagle3 config of a speculators-format drafter."""
-    config_dict, _ = PretrainedConfig.get_config_dict(model, revision=revision)
+        config = AutoConfig.from_pretrained(
+            model, trust_remote_code=trust_remote_code, **kwargs
+        )
+    except (ValueError, KeyError) as error:
+        # The speculators format has no model_type, which transformers 5 refuses.
+        try:
+            config_dict, _ = PretrainedConfig.get_config_dict(model, **kwargs)
+        except (OSError, ValueError):
+            raise error
+        if not is_speculators_eagle3_config(config_dict):
+            raise
+    else:
+        # transformers 4 falls back to a model type named in the model's path.
+        if not hasattr(config, "speculators_config"):
+            return config
+        config_dict, _ = PretrainedConfig.get_config_dict(model, **kwargs)
     config = speculators_eagle3_to_llama_config(config_dict, f"{model}/config.json")
     config._name_or_path = str(model)
     return config
 '''
 
-#: What ``get_config`` tries first, before its chain of how a config is read.
-SPECULATORS_CONFIG_TEST = "is_speculators_eagle3_model(model, revision)"
-SPECULATORS_CONFIG_LOAD = "config = load_speculators_eagle3_config(model, revision)"
+#: ``get_config`` reads the config through it (``AUTO_CONFIG_CALL`` becomes it).
+SPECULATORS_CONFIG_READ = "auto_config_or_speculators_eagle3"
+AUTO_CONFIG_CALL = "AutoConfig.from_pretrained"
 
 #: At the top of ``LlamaForCausalLMEagle3.load_weights``' loop over the weights.
 SPECULATORS_WEIGHT_NAME = """

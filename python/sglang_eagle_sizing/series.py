@@ -688,8 +688,10 @@ every declared id would feed the drafter the hidden state after the one it was t
 
 ## Modifications
 
-- `get_config` reads a config with a `speculators_config` as the `LlamaForCausalLMEagle3`
-  config it describes (`speculators_eagle3_to_llama_config`): the layer config, plus
+- `get_config` reads the config through `auto_config_or_speculators_eagle3`, which calls
+  `AutoConfig.from_pretrained` with the same arguments and reads a config with a
+  `speculators_config` as the `LlamaForCausalLMEagle3` config it describes
+  (`speculators_eagle3_to_llama_config`): the layer config, plus
   `draft_vocab_size`, the top-level `eagle_aux_hidden_state_layer_ids` as SGLang numbers
   them (`k - 1` for the library's `k`: the layers the target captures and `fc` takes),
   `target_hidden_size` when set, the four norm flags and the dtype. What
@@ -704,18 +706,28 @@ every declared id would feed the drafter the hidden state after the one it was t
 ## Behavior changes
 
 Drafters in the speculators format load and serve with EAGLE-3; every other config is read
-as before.
+as before, with no extra read: only a config `AutoConfig` refuses is read once more, as a
+dict, and its error is raised to `get_config`'s `except` as before unless it is the format.
 
 ## Design notes
 
 An adapter in `get_config`, not a new model class: the format is a config layout and weight
 names over the same draft model, whose variants the previous patch computes.
 
+The format is detected where `AutoConfig` reads the config, not probed before it: a probe
+reads every model's `config.json` a second time (for a hub model, a second hub access),
+targets included, and has to swallow its own `OSError`/`ValueError`. A speculators config
+has no `model_type` (the library strips it), so transformers 5 refuses it (`ValueError`):
+only then is the dict read again. transformers 4 may instead build the config class of a
+model type named in the path; the format is then seen on the config already read (its
+`speculators_config` attribute), which costs other models nothing.
+
 ## Tests
 
 `TestSpeculatorsFormat`: writes speculators-format folders (current and early form, three
 and four aux layers, every refused key), reads them through `get_config` and `ModelConfig`,
-and loads renamed weights into `LlamaForCausalLMEagle3`. `TestTargetCapture`'s
+and loads renamed weights into `LlamaForCausalLMEagle3`; a Llama config is read by
+`get_config` with one `PretrainedConfig.get_config_dict`, as before. `TestTargetCapture`'s
 speculators tests compare the hidden states the target hands such a drafter with
 transformers' `output_hidden_states[k]` for its ids `k`, the last layer's input included,
 and check the embeddings and the final hidden state are refused: {cpu_test_command(concerns.SPECULATORS_FORMAT)}.

@@ -15,6 +15,7 @@ The mutation runs (``mutants.run_test_file``) and ``older_release_compat.py`` us
 from __future__ import annotations
 
 import importlib.util
+import logging
 import sys
 import unittest
 from pathlib import Path
@@ -45,7 +46,9 @@ def load(files: list[Path]) -> list[ModuleType]:
 
 
 def run(modules: list[ModuleType], argv: list[str] | None = None) -> int:
-    """unittest's runner on the tests of every module: 0 when all pass."""
+    """unittest's runner on the tests of every module, SGLang's log at ERROR as each
+    file's ``__main__`` sets it: 0 when all pass."""
+    logging.getLogger("sglang").setLevel(logging.ERROR)
     suite = unittest.TestSuite(
         unittest.defaultTestLoader.loadTestsFromModule(m) for m in modules
     )

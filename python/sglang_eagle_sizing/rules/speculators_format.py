@@ -1,16 +1,24 @@
 """EAGLE-3 drafters saved by the speculators library load as ``LlamaForCausalLMEagle3``.
 
 The speculators format (``architectures: ["Eagle3DraftModel"]``, ``["Eagle3Speculator"]`` in
-its early releases) is not a model type transformers knows, so 0.5.11's ``get_config`` fails
-on it, and its weights name the decoder layer ``layers.0.`` where ``llama_eagle3.py`` has
-``midlayer.``. Two rules:
+its early releases) has no ``model_type`` (speculators 0.9 strips it from config.json), so
+``AutoConfig.from_pretrained`` refuses it (transformers 5: ``ValueError``, "Unrecognized
+model"; transformers 4 may instead build the class of a model type named in the path), and
+its weights name the decoder layer ``layers.0.`` where ``llama_eagle3.py`` has ``midlayer.``.
+Two rules:
 
 - ``SpeculatorsConfigRule``, in the module that defines ``get_config``
   (``utils/hf_transformers/config.py`` from 0.5.11, ``utils/hf_transformers_utils.py``
   before): the functions of ``inserted.SPECULATORS_CONFIG_FUNCTIONS`` before ``get_config``,
-  and the first ``if`` of ``get_config`` that reads the config (the one holding
-  ``AutoConfig.from_pretrained``) becomes the ``elif`` of a branch that reads the
-  speculators format;
+  and the ``try`` of ``get_config`` whose body is ``config = AutoConfig.from_pretrained(...)``
+  calls ``auto_config_or_speculators_eagle3`` instead, with the same arguments. The format is
+  detected where the config is read: a config ``AutoConfig`` reads costs nothing more (an
+  attribute test), and only one it refuses is read again, as a dict, and converted if it is
+  the format, else the original error is re-raised to the ``except`` of the release, whatever
+  its shape (0.5.9: ``except ValueError``; 0.5.10: ``ValueError`` then ``KeyError``; 0.5.11:
+  ``except (ValueError, KeyError) as e``). No model pays a second read of its config to be
+  probed for the format. An ``AutoConfig.from_pretrained`` of ``get_config`` in another
+  shape is reported as unknown (the file is left as it is);
 - ``SpeculatorsWeightNamesRule``: ``LlamaForCausalLMEagle3.load_weights`` reads
   ``layers.0.`` as ``midlayer.`` (``inserted.SPECULATORS_WEIGHT_NAME``).
 """
@@ -23,15 +31,16 @@ from .. import inserted
 from ..concerns import SPECULATORS_FORMAT
 from ..engine import Finding, Rule
 from ..sites import GET_CONFIG_FILES, SITES, Kind
-from ..syntax import code_of, dotted, statement, statements, statements_with_comments
+from ..syntax import code_of, dotted, statements, statements_with_comments
 
 FUNCTION = "get_config"
 HELPER = "is_speculators_eagle3_config"
+LABEL = "speculators-config"
 DRAFTER_FILE = next(s.file for s in SITES if s.kind is Kind.DRAFTER_FC)
 LOAD_WEIGHTS = "LlamaForCausalLMEagle3.load_weights"
 
 
-def _holds_call(node: cst.CSTNode, name: str) -> bool:
+def _calls(node: cst.CSTNode, name: str) -> list[cst.Call]:
     found = []
 
     class Visitor(cst.CSTVisitor):
@@ -40,7 +49,34 @@ def _holds_call(node: cst.CSTNode, name: str) -> bool:
                 found.append(call)
 
     node.visit(Visitor())
-    return bool(found)
+    return found
+
+
+def _config_read(try_: cst.Try) -> str | None:
+    """What a ``try`` whose body is ``config = <call>(...)`` calls, else None."""
+    body = try_.body.body
+    if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine):
+        return None
+    if len(body[0].body) != 1 or not isinstance(assign := body[0].body[0], cst.Assign):
+        return None
+    if (
+        len(assign.targets) == 1
+        and dotted(assign.targets[0].target) == "config"
+        and isinstance(assign.value, cst.Call)
+    ):
+        return dotted(assign.value.func)
+    return None
+
+
+def _tries(node: cst.CSTNode) -> list[cst.Try]:
+    found = []
+
+    class Visitor(cst.CSTVisitor):
+        def visit_Try(self, try_: cst.Try) -> None:
+            found.append(try_)
+
+    node.visit(Visitor())
+    return found
 
 
 class SpeculatorsConfigRule(Rule):
@@ -51,33 +87,39 @@ class SpeculatorsConfigRule(Rule):
     def __init__(self, file: str):
         super().__init__(file)
         self._found = False
+        self._site: cst.Try | None = None
 
-    def leave_FunctionDef(self, original_node, updated_node):
-        top = not self._scope[:-1]
-        updated_node = super().leave_FunctionDef(original_node, updated_node)
-        if not top or original_node.name.value != FUNCTION:
+    def visit_FunctionDef(self, node):
+        top = not self._scope
+        super().visit_FunctionDef(node)
+        if not top or node.name.value != FUNCTION:
+            return True
+        self._found = True
+        reads = _calls(node, inserted.AUTO_CONFIG_CALL)
+        tries = _tries(node)
+        sites = [t for t in tries if _config_read(t) == inserted.AUTO_CONFIG_CALL]
+        routed = [t for t in tries if _config_read(t) == inserted.SPECULATORS_CONFIG_READ]
+        if routed and not reads:
+            self.report(routed[0], LABEL, Finding.ROUTED, FUNCTION)
+        elif not reads:
+            raise self.fail(node, f"{FUNCTION}: no {inserted.AUTO_CONFIG_CALL}")
+        elif len(reads) == 1 and len(sites) == 1 and not routed:
+            self._site = sites[0]
+            self.report(sites[0], LABEL, Finding.UNROUTED, FUNCTION)
+        else:
+            # not one try whose body is only config = AutoConfig.from_pretrained(...)
+            for call in reads:
+                self.report(call, LABEL, Finding.UNKNOWN, FUNCTION)
+        return True
+
+    def leave_Try(self, original_node, updated_node):
+        if original_node is not self._site:
             return updated_node
-        body = list(updated_node.body.body)
-        for index, stmt in enumerate(body):
-            if not isinstance(stmt, cst.If):
-                continue
-            if _holds_call(stmt.test, inserted.SPECULATORS_CONFIG_TEST.split("(")[0]):
-                self._found = True
-                self.report(original_node.body.body[index], "speculators-config", Finding.ROUTED, FUNCTION)
-                return updated_node
-            if not _holds_call(stmt, "AutoConfig.from_pretrained"):
-                continue
-            self._found = True
-            self.report(original_node.body.body[index], "speculators-config", Finding.UNROUTED, FUNCTION)
-            load = statement(inserted.SPECULATORS_CONFIG_LOAD, 4)
-            body[index] = cst.If(
-                test=cst.parse_expression(inserted.SPECULATORS_CONFIG_TEST),
-                body=cst.IndentedBlock(body=[load]),
-                orelse=stmt.with_changes(leading_lines=[]),
-                leading_lines=stmt.leading_lines,
-            )
-            return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
-        raise self.fail(original_node, f"{FUNCTION}: no if that reads the config")
+        line = updated_node.body.body[0]
+        assign = line.body[0]
+        call = assign.value.with_changes(func=cst.Name(inserted.SPECULATORS_CONFIG_READ))
+        line = line.with_changes(body=[assign.with_changes(value=call)])
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=[line]))
 
     def leave_Module(self, original_node, updated_node):
         if not self._found:

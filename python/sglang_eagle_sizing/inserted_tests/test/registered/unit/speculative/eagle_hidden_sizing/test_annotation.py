@@ -8,6 +8,7 @@ maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 
 register_cpu_ci(est_time=30, suite="stage-a-test-cpu")
 
+import logging
 import sys
 import unittest
 from pathlib import Path
@@ -31,4 +32,5 @@ class TestSpeculativeModulesImport(CustomTestCase):
 
 
 if __name__ == "__main__":
+    logging.getLogger("sglang").setLevel(logging.ERROR)
     unittest.main()

@@ -8,10 +8,12 @@ maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 
 register_cpu_ci(est_time=30, suite="stage-a-test-cpu")
 
+import logging
 import sys
 import unittest
 from pathlib import Path
 from typing import Dict, List, Optional
+from unittest import mock
 
 import torch
 
@@ -176,6 +178,20 @@ class TestSpeculatorsFormat(CustomTestCase):
                 )
                 self.assertEqual(model.model.fc.in_features, num_aux * 256)
 
+    def test_a_config_autoconfig_reads_is_read_once(self):
+        # The format is detected where AutoConfig reads the config: a target's
+        # config.json is not read again to look for it.
+        from transformers import PretrainedConfig
+
+        path = self.folders.write(llama())
+        read = PretrainedConfig.get_config_dict
+        with mock.patch.object(
+            PretrainedConfig, "get_config_dict", side_effect=read
+        ) as reads:
+            config = get_config(path, trust_remote_code=False)
+        self.assertEqual(config.architectures, ["LlamaForCausalLM"])
+        self.assertEqual(reads.call_count, 1)
+
 
 class TestHiddenSizeContract(HiddenSizeContractTestCase):
     """The classmethods on every real worker a sizing site hands them, against the
@@ -226,4 +242,5 @@ class TestTargetCapture(TargetCaptureTestCase):
 
 
 if __name__ == "__main__":
+    logging.getLogger("sglang").setLevel(logging.ERROR)
     unittest.main()
