@@ -1,7 +1,7 @@
 """Each patch of the series adds its own slice of the fork's CPU tests.
 
 The CPU tests are one folder (``CPU_TEST_DIR``): one ``test_<concern>.py`` file per concern
-(some concerns have two) and the harness modules they share (``HARNESS``: ``common.py`` and
+(the parser has three) and the harness modules they share (``HARNESS``: ``common.py`` and
 others), written whole (``inserted_tests/``); ``apply`` adds the folder whole. For the
 series, the folder as it stands after patch k holds the test files of the concerns landed so
 far (``TEST_CONCERNS``), whole, and each harness module sliced to what those files import of
@@ -75,7 +75,8 @@ HARNESS: tuple[str, ...] = (
 
 
 class SliceError(ValueError):
-    """The test file has a test class whose concern is not known."""
+    """A CPU test file whose concern is not known, or a file of the folder that is neither a
+    test file nor a harness module."""
 
 
 def _is_import(node: cst.CSTNode) -> bool:
