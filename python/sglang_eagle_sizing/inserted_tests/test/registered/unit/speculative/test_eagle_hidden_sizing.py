@@ -62,9 +62,6 @@ from sglang.srt.speculative.eagle_info import (
     EagleDraftInput,
     EagleVerifyInput,
     get_draft_decode_metadata_batch,
-    get_eagle_aux_hidden_state_layer_ids,
-    get_eagle_num_aux_hidden_states,
-    parse_eagle_use_aux_hidden_state,
     validate_eagle_draft_config,
 )
 from sglang.srt.speculative.eagle_worker import EAGLEWorker
@@ -78,7 +75,12 @@ from sglang.srt.speculative.multi_layer_eagle_worker_v2 import (
     MultiLayerEagleDraftWorker,
     MultiLayerEagleWorkerV2,
 )
-from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+from sglang.srt.speculative.spec_info import (
+    SpeculativeAlgorithm,
+    get_eagle_aux_hidden_state_layer_ids,
+    get_eagle_num_aux_hidden_states,
+    parse_eagle_use_aux_hidden_state,
+)
 from sglang.srt.speculative.standalone_worker import StandaloneWorker
 from sglang.srt.speculative.standalone_worker_v2 import StandaloneWorkerV2
 from sglang.srt.utils.hf_transformers_utils import get_config
