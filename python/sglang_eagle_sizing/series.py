@@ -493,8 +493,9 @@ are padding, and both readings leave it `hidden_size` wide.
 `TestDrafterFc`: builds `LlamaForCausalLMEagle3` on the CPU from a tiny config declaring
 four aux layers (in `eagle_config` and at the top level), checks `fc.in_features`, that a
 draft-extend forward with three layers' width fails naming both widths, and how
-`project_hidden_states` reads each mode; `TestStartupValidation` accepts four layers:
-`{CPU_TEST_COMMAND}`.
+`project_hidden_states` reads each mode, and that importing `llama_eagle3.py` in a fresh
+interpreter imports no `eagle_info` (the parser is `spec_info`'s); `TestStartupValidation`
+accepts four layers: `{CPU_TEST_COMMAND}`.
 
 ## Accuracy
 

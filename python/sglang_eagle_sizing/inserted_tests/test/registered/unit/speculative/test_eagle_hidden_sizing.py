@@ -2261,6 +2261,42 @@ class TestDrafterFc(CustomTestCase):
         batch = draft_forward_batch(ForwardMode.DRAFT_EXTEND, last)
         self.assertIs(model.project_hidden_states(last, batch), last)
 
+    def test_the_model_file_imports_no_scheduler_module(self):
+        """llama_eagle3.py reads the drafter's aux layers with the parser of spec_info.py:
+        importing it does not import eagle_info.py (which imports schedule_batch and the
+        model runner), and none of its functions imports eagle_info.py either."""
+        import inspect
+        import subprocess
+        import sys
+
+        from sglang.srt.models import llama_eagle3
+
+        code = (
+            "import sys\n"
+            "from sglang.test.test_utils import maybe_stub_sgl_kernel\n"
+            "maybe_stub_sgl_kernel()\n"
+            "from sglang.srt.models import llama_eagle3\n"
+            "print(llama_eagle3.__file__)\n"
+            "print('sglang.srt.speculative.eagle_info' in sys.modules)\n"
+        )
+        paths = [os.path.dirname(os.path.dirname(sglang.__file__))]
+        paths.append(os.environ.get("PYTHONPATH", ""))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
+        result = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env
+        )
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        *_, module_file, imported = result.stdout.splitlines()
+        self.assertEqual(module_file, llama_eagle3.__file__)
+        self.assertEqual(imported, "False")
+        imports = {
+            node.module
+            for node in ast.walk(ast.parse(inspect.getsource(llama_eagle3)))
+            if isinstance(node, ast.ImportFrom)
+            and node.module.startswith("sglang.srt.speculative")
+        }
+        self.assertEqual(imports, {"sglang.srt.speculative.spec_info"})
+
 
 def attention_zeroed(model: LlamaForCausalLMEagle3):
     """The mid layer's attention contributes nothing: no attention backend runs here,
