@@ -30,6 +30,9 @@ would. The release's own files are not touched (``revert`` must give back every 
   the test sets RoPE's CPU flag; a module of that name before, which is given itself as
   ``base``.
 
+A fresh interpreter the test starts (``python -c``, to import one module alone) gets the same
+pieces: a ``sitecustomize`` put first on its ``PYTHONPATH`` installs the hook there too.
+
 And one test class is skipped where its premise does not hold: ``TestPaddedIdleBatchOnTriton``
 needs SGLang to pad the idle rank of two attention-DP ranks to its busy peer's tokens
 (``DpPaddingMode.MAX_LEN``); 0.5.9 chooses ``SUM_LEN`` there (no padding, so no padded idle
@@ -44,6 +47,7 @@ import os
 import inspect
 import runpy
 import sys
+import tempfile
 import unittest
 from types import SimpleNamespace
 from unittest import mock
@@ -242,9 +246,25 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return None
 
 
+def _in_subprocesses() -> None:
+    """The interpreters the test starts get the hook too (through ``sitecustomize``)."""
+    folder = tempfile.mkdtemp(prefix="older-release-compat-")
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(folder, "sitecustomize.py"), "w") as file:
+        file.write(
+            f"import sys\nsys.path.insert(0, {here!r})\n"
+            "import older_release_compat\n"
+            f"sys.path.remove({here!r})\n"
+            "sys.meta_path.insert(0, older_release_compat._AfterImport())\n"
+        )
+    paths = [folder, os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+
+
 if __name__ == "__main__":
     test_file = os.path.abspath(sys.argv[1])
     sys.meta_path.insert(0, _AfterImport())
+    _in_subprocesses()
     unittest.main = _main()
     sys.argv = [test_file, *sys.argv[2:]]
     sys.path[0] = os.path.dirname(test_file)  # as ``python3 <file>`` has it
