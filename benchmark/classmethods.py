@@ -34,14 +34,13 @@ logging.disable(logging.WARNING)
 warnings.filterwarnings("ignore")
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
-from sglang.srt.speculative.eagle_info import (
-    EagleDraftExtendInput,
-    EagleDraftInput,
+from sglang.srt.speculative.eagle_info import EagleDraftExtendInput, EagleDraftInput
+from sglang.srt.speculative.eagle_worker import EAGLEWorker
+from sglang.srt.speculative.spec_info import (
+    SpeculativeAlgorithm,
     get_eagle_num_aux_hidden_states,
     parse_eagle_use_aux_hidden_state,
 )
-from sglang.srt.speculative.eagle_worker import EAGLEWorker
-from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
 draft = ModelConfig(sys.argv[1] + "/draft", is_draft_model=True)
 target = ModelConfig(sys.argv[1] + "/target")

@@ -108,7 +108,7 @@ def test_a_speculators_drafter_is_reported_at_every_site(reports, name, fc):
 
 
 def test_the_target_captures_the_four_layers_a_speculators_drafter_declares(trees):
-    from sglang_eagle_sizing.evaluate import load_eagle_info
+    from sglang_eagle_sizing.evaluate import load_eagle_info, load_spec_info
 
     declared = config_json(DATA / FOUR_IDS / "draft")[IDS]
     pair = load_pair(DATA / FOUR_IDS / "draft", DATA / FOUR_IDS / "target", trees.patched)
@@ -116,7 +116,7 @@ def test_the_target_captures_the_four_layers_a_speculators_drafter_declares(tree
     # the library's ids index the target's hidden states: SGLang's layer ids are one less
     sglang_ids = [k - 1 for k in declared]
     assert _target_capture(trees.patched, pair.draft, eagle_info, pair.target) == (True, sglang_ids)
-    assert eagle_info.get_eagle_num_aux_hidden_states(pair.draft.hf_config) == 4
+    assert load_spec_info(trees.patched).get_eagle_num_aux_hidden_states(pair.draft.hf_config) == 4
 
 
 @pytest.mark.parametrize(
@@ -290,14 +290,19 @@ def _target_capture(srt: Path, draft_model_config, eagle_info, target_model_conf
     )
     body = [
         s for s in branch.body
-        if not isinstance(s, ast.ImportFrom)  # the patched tree's names come from eagle_info below
+        if not isinstance(s, ast.ImportFrom)  # the patched tree's names come from below
         and not (isinstance(s, ast.Assign) and ast.unparse(s.targets[0]) == "draft_model_config")
     ]
     runner = SimpleNamespace(
         spec_algorithm=eagle_info.SpeculativeAlgorithm.EAGLE3, model_config=target_model_config
     )
     scope = {"self": runner, "draft_model_config": draft_model_config}
-    scope.update({n: getattr(eagle_info, n) for n in dir(eagle_info) if n.startswith(("get_eagle", "parse_eagle"))})
+    from sglang_eagle_sizing.evaluate import load_spec_info
+
+    # the parser is spec_info's (imported at the top of model_runner.py), the capture check
+    # eagle_info's
+    for module in (load_spec_info(srt), eagle_info):
+        scope.update({n: getattr(module, n) for n in dir(module) if n.startswith(("get_eagle", "parse_eagle"))})
     exec(compile(ast.Module(body=body, type_ignores=[]), "model_runner.py", "exec"), scope)
     return runner.eagle_use_aux_hidden_state, runner.eagle_aux_hidden_state_layer_ids
 
@@ -333,7 +338,7 @@ def test_the_target_captures_the_layers_a_drafter_declares_at_the_top_level(tree
     """0.5.11 read the ids only from eagle_config: for this drafter the target captured its
     default layers. The patched target captures the drafter's own, the ones the parser (and
     so the workers' sizes) count."""
-    from sglang_eagle_sizing.evaluate import load_eagle_info
+    from sglang_eagle_sizing.evaluate import load_eagle_info, load_spec_info
 
     declared = config_json(DATA / TOP_LEVEL_IDS / "draft")["eagle_aux_hidden_state_layer_ids"]
     assert "eagle_config" not in config_json(DATA / TOP_LEVEL_IDS / "draft")
@@ -341,4 +346,4 @@ def test_the_target_captures_the_layers_a_drafter_declares_at_the_top_level(tree
     eagle_info = load_eagle_info(trees.patched)
     assert _target_capture(trees.pristine, pair.draft, eagle_info, pair.target) == (True, None)
     assert _target_capture(trees.patched, pair.draft, eagle_info, pair.target) == (True, declared)
-    assert eagle_info.get_eagle_num_aux_hidden_states(pair.draft.hf_config) == len(declared)
+    assert load_spec_info(trees.patched).get_eagle_num_aux_hidden_states(pair.draft.hf_config) == len(declared)

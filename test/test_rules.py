@@ -415,13 +415,16 @@ def test_imports_are_added_in_isort_order_keeping_the_exploded_form():
         EagleVerifyInput,
     )
 
-    x = EagleDraftExtendInput, parse_eagle_use_aux_hidden_state
+    x = EagleDraftExtendInput, validate_eagle_draft_config
+    y = parse_eagle_use_aux_hidden_state
     """
     after, _ = rewrite("speculative/eagle_worker.py", before, ImportRule)
     assert after.startswith(
         "\nfrom sglang.srt.speculative.eagle_info import (\n"
         "    EagleDraftExtendInput,\n    EagleDraftInput,\n    EagleVerifyInput,\n"
-        "    parse_eagle_use_aux_hidden_state,\n)\n"
+        "    validate_eagle_draft_config,\n)\n"
+        # the parser is spec_info's: a model file can import it without eagle_info
+        "from sglang.srt.speculative.spec_info import parse_eagle_use_aux_hidden_state\n"
     )
 
 
@@ -719,7 +722,8 @@ def test_drafter_fc_takes_the_declared_aux_layers_and_the_forward_decides_by_the
     after, findings = rewrite(file, DRAFTER_FC_BEFORE, DrafterFcRule)
     assert "self.hidden_size_in * get_eagle_num_aux_hidden_states(config)," in after
     assert "self.hidden_size_in * 3" not in after
-    assert "from sglang.srt.speculative.eagle_info import (" in after
+    # the parser comes from spec_info (imported by the import rule), not from eagle_info
+    assert "eagle_info" not in after
     assert "self.use_aux_hidden_state = parse_eagle_use_aux_hidden_state(" in after
     assert "        hidden_states = self.project_hidden_states(hidden_states, forward_batch)\n" in after
     assert "shape[-1] != embeds.shape[-1]" not in after
@@ -1026,3 +1030,35 @@ def test_load_weights_reads_the_speculators_layer_names():
     ) in after
     again, found = rewrite(file, after, SpeculatorsWeightNamesRule)
     assert again == after and {f.status for f in found} == {Finding.ROUTED}
+
+
+def test_the_parser_goes_right_after_speculative_algorithm_in_spec_info():
+    from sglang_eagle_sizing.rules.parser import NAMES, ParserRule
+
+    file = "speculative/spec_info.py"
+    before = """
+    from enum import Enum, auto
+
+
+    class SpeculativeAlgorithm(Enum):
+        EAGLE3 = auto()
+
+
+    class SpecInput:
+        pass
+    """
+    after, findings = rewrite(file, before, ParserRule)
+    algorithm, parser, spec_input = (
+        after.index("class SpeculativeAlgorithm"),
+        after.index("def parse_eagle_use_aux_hidden_state("),
+        after.index("class SpecInput"),
+    )
+    assert algorithm < after.index("def _hf_config_path(") < parser < spec_input
+    assert all(f"\ndef {name}(" in after for name in NAMES)
+    assert [(f.label, f.status) for f in findings] == [("parser", Finding.UNROUTED)]
+    assert_idempotent(file, after, ParserRule)
+    # another module: reported as unknown, left as it is
+    other = "class SpecInput:\n    pass\n"
+    again, findings = rewrite(file, other, ParserRule)
+    assert again == other
+    assert [(f.label, f.status) for f in findings] == [("parser", Finding.UNKNOWN)]

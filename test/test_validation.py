@@ -2,8 +2,9 @@
 produces stops the worker with one message naming the key (``None``: missing), its value, the
 value expected and both config paths.
 
-Runs the patched tree's own ``validate_eagle_draft_config`` and parsers (its ``eagle_info.py``,
-loaded under a private name) on real ``ModelConfig``s built from edited copies of a shared
+Runs the patched tree's own ``validate_eagle_draft_config`` and parsers (its ``eagle_info.py``
+and ``spec_info.py``, where the parser lives, loaded under private names) on real
+``ModelConfig``s built from edited copies of a shared
 drafter/target pair. Every refusal the inserted code can make is walked here.
 """
 
@@ -19,7 +20,7 @@ import pytest
 
 from conftest import DATA, config_json
 from sglang_eagle_sizing.configs import load_pair
-from sglang_eagle_sizing.evaluate import load_eagle_info
+from sglang_eagle_sizing.evaluate import load_eagle_info, load_spec_info
 from sglang_eagle_sizing.sites import AUX_FLAG_WORKERS
 
 PAIR = DATA / "llama3.1-8b-instruct__specforge-llama3-8b-eagle3"
@@ -31,6 +32,12 @@ def eagle_info(patched_root):
     logging.disable(logging.WARNING)
     warnings.filterwarnings("ignore")
     return load_eagle_info(patched_root / "sglang" / "srt")
+
+
+@pytest.fixture(scope="module")
+def spec_info(patched_root):
+    """The parser of the drafter's config: the patched tree's ``spec_info.py``."""
+    return load_spec_info(patched_root / "sglang" / "srt")
 
 
 def _edited(source, folder, changes):
@@ -145,16 +152,16 @@ PARSER_REFUSALS = [c for c in REFUSALS if c[2] is None and not c[0].startswith((
     "case,changes,target,key,value,expected", PARSER_REFUSALS, ids=[c[0] for c in PARSER_REFUSALS]
 )
 def test_the_parsers_refuse_the_same_drafters_naming_the_draft_config(
-    eagle_info, tmp_path, case, changes, target, key, value, expected
+    eagle_info, spec_info, tmp_path, case, changes, target, key, value, expected
 ):
     """What a worker calls at start-up (and the target ModelRunner calls) refuses with the same
     message, without a target path: the parsers do not know the target."""
     hf_config = _pair_with(tmp_path, **changes).draft.hf_config
     algorithm = eagle_info.SpeculativeAlgorithm.from_string("EAGLE3")
     with pytest.raises(ValueError) as raised:
-        eagle_info.parse_eagle_use_aux_hidden_state(algorithm, hf_config)
-        eagle_info.get_eagle_aux_hidden_state_layer_ids(hf_config)
-        eagle_info.get_eagle_num_aux_hidden_states(hf_config)
+        spec_info.parse_eagle_use_aux_hidden_state(algorithm, hf_config)
+        spec_info.get_eagle_aux_hidden_state_layer_ids(hf_config)
+        spec_info.get_eagle_num_aux_hidden_states(hf_config)
     assert str(raised.value) == (
         f"Invalid {key}={value!r} in the draft model config {hf_config.name_or_path}: "
         f"expected {expected}."
@@ -188,16 +195,16 @@ def test_no_later_patch_takes_back_a_refusal_of_the_validation(tmp_path):
     assert "3 layer ids" not in inserted.VALIDATION_HELPERS
 
 
-def test_aux_layer_ids_are_read_wherever_the_drafter_declares_them(eagle_info, tmp_path):
+def test_aux_layer_ids_are_read_wherever_the_drafter_declares_them(spec_info, tmp_path):
     nested = _pair_with(tmp_path / "a", eagle_config={IDS: [1, 8, 30]}).draft.hf_config
     top = _pair_with(tmp_path / "b", **{IDS: [1, 8, 30]}).draft.hf_config
     both = _pair_with(tmp_path / "c", eagle_config={IDS: [1, 8, 30]}, **{IDS: [1, 8, 30]}).draft.hf_config
     for hf_config in (nested, top, both):
-        assert eagle_info.get_eagle_aux_hidden_state_layer_ids(hf_config) == [1, 8, 30]
-        assert eagle_info.get_eagle_num_aux_hidden_states(hf_config) == 3
+        assert spec_info.get_eagle_aux_hidden_state_layer_ids(hf_config) == [1, 8, 30]
+        assert spec_info.get_eagle_num_aux_hidden_states(hf_config) == 3
     none = _pair_with(tmp_path / "d").draft.hf_config
-    assert eagle_info.get_eagle_aux_hidden_state_layer_ids(none) is None
-    assert eagle_info.get_eagle_num_aux_hidden_states(none) == 3
+    assert spec_info.get_eagle_aux_hidden_state_layer_ids(none) is None
+    assert spec_info.get_eagle_num_aux_hidden_states(none) == 3
 
 
 PAIRS = sorted(p.name for p in DATA.iterdir() if (p / "draft").is_dir())
@@ -205,7 +212,7 @@ PAIRS = sorted(p.name for p in DATA.iterdir() if (p / "draft").is_dir())
 
 @pytest.mark.parametrize("name", PAIRS)
 def test_every_real_drafter_parses_to_the_ids_and_count_its_config_declares(
-    eagle_info, patched_root, name
+    spec_info, patched_root, name
 ):
     """Speculators-format drafters included: the patched tree reads the format itself, whose
     ids the speculators library counts as indices into output_hidden_states (SGLang's id of
@@ -216,8 +223,8 @@ def test_every_real_drafter_parses_to_the_ids_and_count_its_config_declares(
     sglang_ids = declared
     if declared and "speculators_config" in config:
         sglang_ids = [k - 1 for k in declared]
-    assert eagle_info.get_eagle_aux_hidden_state_layer_ids(pair.draft.hf_config) == sglang_ids
-    assert eagle_info.get_eagle_num_aux_hidden_states(pair.draft.hf_config) == len(declared or [0, 0, 0])
+    assert spec_info.get_eagle_aux_hidden_state_layer_ids(pair.draft.hf_config) == sglang_ids
+    assert spec_info.get_eagle_num_aux_hidden_states(pair.draft.hf_config) == len(declared or [0, 0, 0])
 
 
 @pytest.mark.parametrize("num_layers", [3, 7, 8, 32])

@@ -222,19 +222,44 @@ def _server(guards) -> str:
     return ""
 
 
-def load_eagle_info(srt: Path):
-    """The tree's ``speculative/eagle_info.py`` as a module of its own (a private name), so
-    that a patched and a pristine copy can be evaluated side by side in one process."""
-    path = srt / "speculative" / "eagle_info.py"
+def _load_private(srt: Path, stem: str, substitutes: dict | None = None):
+    """The tree's ``speculative/<stem>.py`` as a module of its own (a private name);
+    ``substitutes``: modules its imports resolve to instead of the installed ones."""
+    path = srt / "speculative" / f"{stem}.py"
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    name = f"_sglang_eagle_sizing_eagle_info_{digest}"
+    name = f"_sglang_eagle_sizing_{stem}_{digest}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    saved = {key: sys.modules.get(key) for key in substitutes or {}}
+    sys.modules.update(substitutes or {})
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                sys.modules.pop(key, None)
+            else:
+                sys.modules[key] = value
     return module
+
+
+def load_spec_info(srt: Path):
+    """The tree's ``speculative/spec_info.py`` (where the patch puts the parser of the
+    drafter's config) as a module of its own."""
+    return _load_private(srt, "spec_info")
+
+
+def load_eagle_info(srt: Path):
+    """The tree's ``speculative/eagle_info.py`` as a module of its own (a private name), so
+    that a patched and a pristine copy can be evaluated side by side in one process; its
+    ``spec_info`` imports (the parser's readers) resolve to the tree's own."""
+    spec_info = load_spec_info(srt)
+    return _load_private(
+        srt, "eagle_info", {"sglang.srt.speculative.spec_info": spec_info}
+    )
 
 
 @dataclass
@@ -332,13 +357,14 @@ def evaluate_tree(
 
     algorithm = SpeculativeAlgorithm.from_string(algorithm_name)
     eagle_info = load_eagle_info(srt)
+    spec_info = load_spec_info(srt)
     if use_aux is None:
-        parse = getattr(eagle_info, "parse_eagle_use_aux_hidden_state", None)
+        parse = getattr(spec_info, "parse_eagle_use_aux_hidden_state", None)
         if parse is None:  # a pristine tree: use the patched parser's value, as the contract
             raise ValueError("pass use_aux for a tree without parse_eagle_use_aux_hidden_state")
         use_aux = parse(algorithm, pair.draft.hf_config)
     if num_aux is None:
-        count = getattr(eagle_info, "get_eagle_num_aux_hidden_states", None)
+        count = getattr(spec_info, "get_eagle_num_aux_hidden_states", None)
         num_aux = count(pair.draft.hf_config) if count is not None else 3
     modules: dict[str, ast.Module] = {}
     values: list[SiteValue] = []
@@ -406,7 +432,8 @@ def _entry_classes(module: ast.Module) -> set[str]:
 def drafter_fc(srt: Path, draft, eagle_info, use_aux: bool) -> tuple[int, int | None, str | None] | None:
     """(line, width, error) of the drafter's ``fc`` in the tree's own ``LlamaModel.__init__``:
     the statements before ``self.fc = ...`` that set what its input width reads, run with the
-    drafter's ``hf_config`` (names the tree imports there from ``eagle_info`` are that tree's).
+    drafter's ``hf_config`` (names the tree imports from ``spec_info`` or ``eagle_info`` are
+    that tree's).
     None when the drafter is not this file's architecture, or its fc is never applied (no aux
     hidden states: the drafter reads the target's last hidden state as it is)."""
     from types import SimpleNamespace
@@ -430,7 +457,9 @@ def drafter_fc(srt: Path, draft, eagle_info, use_aux: bool) -> tuple[int, int | 
                     for n in ast.walk(s)
                 )
             ]
-            scope = {n: getattr(eagle_info, n) for n in dir(eagle_info) if not n.startswith("__")}
+            scope = {}
+            for source in (load_spec_info(srt), eagle_info):  # the parser, then the rest
+                scope.update({n: getattr(source, n) for n in dir(source) if not n.startswith("__")})
             scope.update(self=SimpleNamespace(), config=draft.hf_config)
             try:
                 code = compile(ast.Module(body=setup, type_ignores=[]), DRAFTER_FC.file, "exec")

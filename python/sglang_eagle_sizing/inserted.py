@@ -1,15 +1,20 @@
 """The code this patch inserts into SGLang, as it will read there.
 
 Everything here is SGLang code (``torch``, ``dataclass``, ``List``, ``Optional``, ``Tuple``
-and ``SpeculativeAlgorithm`` are names ``eagle_info.py`` has in scope); it imports nothing from
+and ``SpeculativeAlgorithm`` are names the target module has in scope); it imports nothing from
 this package. It is kept black-formatted; a test checks that.
 
+- ``PARSER_HELPERS``: module-level functions of ``srt/speculative/spec_info.py``, after
+  ``SpeculativeAlgorithm``: the one parser of the drafter's ``eagle_config`` (flag, aux layer
+  ids and their number) and the config-only read of the drafter. ``spec_info.py`` imports
+  only ``typing`` and ``enum`` at run time, so a model file (``llama_eagle3.py``) reads the
+  drafter's config without importing the scheduler stack ``eagle_info.py`` pulls in. Every
+  refusal is one ``ValueError`` built by ``_invalid_draft_config``.
 - ``HELPERS``: module-level functions of ``srt/speculative/eagle_info.py``, in pieces by the
-  concern that inserts them (``HELPERS_BY_CONCERN``): the one parser of the drafter's
-  ``eagle_config`` (flag, aux layer ids and their number) and the config-only read of the
-  drafter; the start-up validation; the dtype the draft model is built with
-  (``get_eagle_draft_dtype``); the draft-runner resolution. Every refusal is one
-  ``ValueError`` built by ``_invalid_draft_config``.
+  concern that inserts them (``HELPERS_BY_CONCERN``): the target's capture check; the
+  start-up validation; the dtype the draft model is built with (``get_eagle_draft_dtype``);
+  the draft-runner resolution; the batch the draft's attention metadata is built for. They
+  read the drafter's config through the parser's readers, imported from ``spec_info``.
 - ``DECODE_CLASSMETHODS``: ``EagleDraftInput.hidden_size_for`` / ``dtype_for`` (shown in
   their class; the methods are added to the existing ``EagleDraftInput``).
 - ``EXTEND_CLASS``: ``EagleDraftExtendInput`` with its own ``hidden_size_for`` / ``dtype_for``.
@@ -51,6 +56,7 @@ def for_release(source: str, has_spec_hidden_size: bool) -> str:
     return re.sub(r"([\w.()]+)\.spec_hidden_size\b", r"_spec_hidden_size(\1)", source)
 
 
+#: After ``SpeculativeAlgorithm`` in ``speculative/spec_info.py`` (the ``parser`` concern).
 PARSER_HELPERS = '''
 def _hf_config_path(hf_config) -> str:
     return getattr(hf_config, "name_or_path", "") or "<unknown>"
@@ -382,9 +388,9 @@ def get_draft_decode_metadata_batch(forward_batch, draft_model_runner):
     return padded
 '''
 
-#: What each concern inserts at the top of ``eagle_info.py``, in the order it stands there.
+#: What each concern inserts at the top of ``eagle_info.py``, in the order it stands there
+#: (the parser's own concern inserts ``PARSER_HELPERS`` into ``spec_info.py``).
 HELPERS_BY_CONCERN = {
-    "parser": PARSER_HELPERS,
     "target-capture": CAPTURE_HELPERS,
     "validation": VALIDATION_HELPERS,
     "dtype": DTYPE_HELPERS,
@@ -494,16 +500,10 @@ if batch.forward_mode.is_idle():
 '''
 
 #: What ``LlamaModel.__init__`` of ``models/llama_eagle3.py`` reads right before it builds
-#: ``fc``: the parser of the drafter's aux layers, imported where it is used (``eagle_info``
-#: imports the model runner, which loads the models), and the flag ``project_hidden_states``
-#: reads.
-DRAFTER_FC_IMPORT = """
-from sglang.srt.speculative.eagle_info import (
-    get_eagle_num_aux_hidden_states,
-    parse_eagle_use_aux_hidden_state,
-)
-from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-
+#: ``fc``: the flag ``project_hidden_states`` reads, from the one parser of the drafter's aux
+#: layers (imported at the top of the module from ``spec_info``, which imports no scheduler
+#: module).
+DRAFTER_FC_FLAG = """
 # Whether the target feeds the hidden states of the layers the drafter names
 # (eagle_aux_hidden_state_layer_ids, else 3), concatenated: fc takes them.
 self.use_aux_hidden_state = parse_eagle_use_aux_hidden_state(

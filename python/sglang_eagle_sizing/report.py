@@ -167,16 +167,17 @@ def build(draft_dir: Path, target_dir: Path, algorithm: str | None, tree: Sglang
 def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-    from .evaluate import evaluate_tree, load_eagle_info
+    from .evaluate import evaluate_tree, load_eagle_info, load_spec_info
 
     settings = default_settings(algorithm, pair.target)
     patched_info = load_eagle_info(trees.patched)
+    parser = load_spec_info(trees.patched)
     speculative_algorithm = SpeculativeAlgorithm.from_string(algorithm)
     patched_info.validate_eagle_draft_config(speculative_algorithm, pair.draft, pair.target)
-    use_aux = patched_info.parse_eagle_use_aux_hidden_state(
+    use_aux = parser.parse_eagle_use_aux_hidden_state(
         speculative_algorithm, pair.draft.hf_config
     )
-    num_aux = patched_info.get_eagle_num_aux_hidden_states(pair.draft.hf_config)
+    num_aux = parser.get_eagle_num_aux_hidden_states(pair.draft.hf_config)
     captured = refusal = None
     if speculative_algorithm.is_eagle3() and use_aux:
         # the target refuses, at start-up, an id whose output it cannot capture; the sites

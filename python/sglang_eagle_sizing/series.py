@@ -92,7 +92,8 @@ states assumes three.
 
 ## Modifications
 
-- `eagle_info.py`: `parse_eagle_use_aux_hidden_state(algorithm, draft_hf_config)` (`null`,
+- `spec_info.py`, after `SpeculativeAlgorithm`:
+  `parse_eagle_use_aux_hidden_state(algorithm, draft_hf_config)` (`null`,
   `0` and `1` read by their truth value, as before),
   `get_eagle_aux_hidden_state_layer_ids(draft_hf_config)` (from `eagle_config`, else from
   the top level of the config; both must agree) and
@@ -114,9 +115,12 @@ now have both attributes.
 
 ## Design notes
 
-- The helpers live in `eagle_info.py`, beside the inputs whose sizes depend on them, so the
-  workers, the graph runners and the scheduler import one module. `ModelRunner` imports them
-  inside `__init__`, as it does for DFLASH, because `eagle_info` imports `model_runner`.
+- The parser lives in `spec_info.py`: its one dependency is `SpeculativeAlgorithm`, and the
+  module imports only `typing`, `enum` and `abc` at run time. A model file must not import
+  the scheduler stack, and `eagle_info.py` pulls it in (`schedule_batch`, `sgl_kernel`,
+  `eagle_info_v2`, `model_runner`): `llama_eagle3.py` reads the drafter's aux layers in a
+  later patch, and imports the parser from `spec_info` at the top of the module. The
+  workers import it from there too, and `eagle_info.py`'s checks share its readers.
 - The four workers have no common base that builds the draft model, so each reads the draft
   config right before it builds its own; the draft `TpModelWorker` still builds its
   `ModelConfig` as before. The second read of `config.json` comes from the local (or hub)
@@ -161,9 +165,10 @@ at the drafter's `fc`.
   the parser's layer ids checked against the target: an id above `num_hidden_layers - 2`
   is refused, naming the key, the hidden state and the target's layer count.
 - `ModelRunner.__init__` reads the flag and the layer ids with
-  `parse_eagle_use_aux_hidden_state` and `get_eagle_captured_layer_ids(draft_hf_config,
-  self.model_config)` (imported where they are used, as the DFLASH branch does:
-  `eagle_info` imports `model_runner`), still in `__init__`: before any weights load.
+  `parse_eagle_use_aux_hidden_state` (from `spec_info`) and
+  `get_eagle_captured_layer_ids(draft_hf_config, self.model_config)` (imported where it is
+  used, as the DFLASH branch does: `eagle_info` imports `model_runner`), still in
+  `__init__`: before any weights load.
 
 ## Behavior changes
 
@@ -472,7 +477,7 @@ as the drafter skips `fc`, and a wrong width reaches `fc` as a bare matmul error
 
 - `models/llama_eagle3.py`: `fc` takes `get_eagle_num_aux_hidden_states(config) *
   hidden_size_in` features (the declared ids, from `eagle_config` or the top level of the
-  config, else 3). `LlamaModel.project_hidden_states(hidden_states, forward_batch)` decides by
+  config, else 3; the parser of `spec_info.py`, which imports no scheduler module). `LlamaModel.project_hidden_states(hidden_states, forward_batch)` decides by
   the step: draft decode steps read the draft model's own hidden states as they are; extend
   and draft-extend steps read the target's, through `fc` with aux hidden states (their width
   must be `fc.in_features`, else a `ValueError` naming both widths) and as they are without;
@@ -500,8 +505,9 @@ are padding, and both readings leave it `hidden_size` wide.
 `TestDrafterFc`: builds `LlamaForCausalLMEagle3` on the CPU from a tiny config declaring
 four aux layers (in `eagle_config` and at the top level), checks `fc.in_features`, that a
 draft-extend forward with three layers' width fails naming both widths, and how
-`project_hidden_states` reads each mode; `TestStartupValidation` accepts four layers:
-{cpu_test_command(concerns.DRAFTER_FC)}.
+`project_hidden_states` reads each mode, and that importing `llama_eagle3.py` in a fresh
+interpreter imports no `eagle_info` (the parser is `spec_info`'s); `TestStartupValidation`
+accepts four layers: {cpu_test_command(concerns.DRAFTER_FC)}.
 
 ## Accuracy
 

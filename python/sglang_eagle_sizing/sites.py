@@ -209,6 +209,11 @@ SERVER_ARGS = "server_args"
 #: Where the contract itself lives.
 CONTRACT_FILE = SPEC + "eagle_info.py"
 
+#: Where the parser of the drafter's config lives, after this class (``rules/parser.py``):
+#: the module imports only ``typing`` and ``enum`` at run time, so a model file can import the
+#: parser without the scheduler stack ``eagle_info.py`` imports.
+PARSER_FILE = (SPEC + "spec_info.py", "SpeculativeAlgorithm")
+
 
 def site_for(file: str, scope: str) -> Site | None:
     for site in SITES:
@@ -232,7 +237,11 @@ TARGET_CAPTURE = ("model_executor/model_runner.py", "ModelRunner.__init__")
 
 #: Files the rules read: every file that holds a site or a worker, and nothing else.
 SITE_FILES: tuple[str, ...] = tuple(
-    sorted({s.file for s in SITES} | {f for f, _ in AUX_FLAG_WORKERS} | {TARGET_CAPTURE[0]})
+    sorted(
+        {s.file for s in SITES}
+        | {f for f, _ in AUX_FLAG_WORKERS}
+        | {TARGET_CAPTURE[0], PARSER_FILE[0]}
+    )
 )
 
 

@@ -50,7 +50,7 @@ EDITED_DIR = ".eagle-sizing-edited"
 ALLOW_FLAG = "--allow-untested-version"
 #: functions the patch inserts into eagle_info.py: a tree with the classmethods but without
 #: them carries upstream's own version of the refactor
-_OUR_HELPERS = ("get_draft_runner", "parse_eagle_use_aux_hidden_state")
+_OUR_HELPERS = ("get_draft_runner", "validate_eagle_draft_config")
 
 
 class TreeError(Exception):

@@ -38,9 +38,13 @@ from sglang_eagle_sizing import inserted
 from sglang_eagle_sizing.sites import SITES, Kind, Site
 
 CONTRACT = "speculative/eagle_info.py"
+#: where the parser of the drafter's config lives (``inserted.PARSER_HELPERS``), and the rule
+#: mutants that break it
+PARSER = "speculative/spec_info.py"
+PARSER_RULES = ("flag parser:", "layer-id parser:")
 INSERTED_HELPERS = frozenset(
     node.name
-    for node in ast.parse(inserted.HELPERS).body
+    for node in ast.parse(inserted.PARSER_HELPERS + inserted.HELPERS).body
     if isinstance(node, ast.FunctionDef)
 )
 
@@ -352,7 +356,8 @@ def _raises(text: str) -> list[tuple[str, ast.Raise]]:
 
 
 def _is_inserted_helper(name: str) -> bool:
-    """A module-level function the patch inserts into eagle_info.py (``inserted.HELPERS``)."""
+    """A module-level function the patch inserts into spec_info.py or eagle_info.py
+    (``inserted.PARSER_HELPERS``, ``inserted.HELPERS``)."""
     return name in INSERTED_HELPERS
 
 
@@ -377,7 +382,8 @@ def _refused_key(text: str, node: ast.Raise) -> str:
     return ""
 
 
-#: (name, description, how to build it from the patched eagle_info.py text)
+#: (name, description, how to build it from the patched eagle_info.py text); the parser's
+#: (``PARSER_RULES``) from the patched spec_info.py text
 RULE_MUTATIONS = [
     (
         "decode width: the target's",
@@ -516,39 +522,43 @@ RULE_MUTATIONS = [
 
 
 def rule_mutants(patched_srt: Path) -> list[Mutant]:
-    text = (patched_srt / CONTRACT).read_text()
+    texts = {file: (patched_srt / file).read_text() for file in (CONTRACT, PARSER)}
     mutants = []
     for name, description, build in RULE_MUTATIONS:
+        file = PARSER if name.startswith(PARSER_RULES) else CONTRACT
         mutants.append(
             Mutant(
                 name=f"rule {name}",
                 family="rule",
                 description=description,
-                file=CONTRACT,
-                text=_checked(build(text), name),
+                file=file,
+                text=_checked(build(texts[file]), name),
             )
         )
-    raises = _raises(text)
-    if not raises:
-        raise MutantError(f"{CONTRACT}: no refusal in the inserted helpers")
     seen: dict[str, int] = {}
-    for function, node in raises:
-        key = _refused_key(text, node)
-        label = f"{function} ({key})" if key else function
-        seen[label] = seen.get(label, 0) + 1
-        name = f"rule refusal off: {label}"
-        if seen[label] > 1:
-            name += f" #{seen[label]}"
-        mutants.append(
-            Mutant(
-                name=name,
-                family="rule",
-                description=f"{CONTRACT}:{node.lineno}: the raise in {function} "
-                "becomes pass",
-                file=CONTRACT,
-                text=_checked(_replace_statements(text, [node], "pass"), name),
+    # the parser's refusals first, as they stood when it lived in eagle_info.py
+    for file in (PARSER, CONTRACT):
+        text = texts[file]
+        raises = _raises(text)
+        if not raises:
+            raise MutantError(f"{file}: no refusal in the inserted helpers")
+        for function, node in raises:
+            key = _refused_key(text, node)
+            label = f"{function} ({key})" if key else function
+            seen[label] = seen.get(label, 0) + 1
+            name = f"rule refusal off: {label}"
+            if seen[label] > 1:
+                name += f" #{seen[label]}"
+            mutants.append(
+                Mutant(
+                    name=name,
+                    family="rule",
+                    description=f"{file}:{node.lineno}: the raise in {function} "
+                    "becomes pass",
+                    file=file,
+                    text=_checked(_replace_statements(text, [node], "pass"), name),
+                )
             )
-        )
     return mutants
 
 

@@ -30,6 +30,9 @@ that should hold it is imported; then it runs the files in one process, each loa
   the test sets RoPE's CPU flag; a module of that name before, which is given itself as
   ``base``.
 
+A fresh interpreter the test starts (``python -c``, to import one module alone) gets the same
+pieces: a ``sitecustomize`` put first on its ``PYTHONPATH`` installs the hook there too.
+
 And one test class is skipped where its premise does not hold: ``TestPaddedIdleBatchOnTriton``
 needs SGLang to pad the idle rank of two attention-DP ranks to its busy peer's tokens
 (``DpPaddingMode.MAX_LEN``); 0.5.9 chooses ``SUM_LEN`` there (no padding, so no padded idle
@@ -43,6 +46,7 @@ import importlib.machinery
 import os
 import inspect
 import sys
+import tempfile
 import unittest
 from types import SimpleNamespace
 from unittest import mock
@@ -238,6 +242,21 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return None
 
 
+def _in_subprocesses() -> None:
+    """The interpreters the test starts get the hook too (through ``sitecustomize``)."""
+    folder = tempfile.mkdtemp(prefix="older-release-compat-")
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(folder, "sitecustomize.py"), "w") as file:
+        file.write(
+            f"import sys\nsys.path.insert(0, {here!r})\n"
+            "import older_release_compat\n"
+            f"sys.path.remove({here!r})\n"
+            "sys.meta_path.insert(0, older_release_compat._AfterImport())\n"
+        )
+    paths = [folder, os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+
+
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import run_fork_tests
@@ -246,6 +265,7 @@ if __name__ == "__main__":
 
     paths, unittest_args = run_fork_tests.split_argv(sys.argv[1:])
     sys.meta_path.insert(0, _AfterImport())
+    _in_subprocesses()
     modules = run_fork_tests.load(run_fork_tests.test_files(paths))
     _skip_what_this_release_lacks(modules)
     sys.exit(run_fork_tests.run(modules, unittest_args))

@@ -378,8 +378,6 @@ def main() -> None:
         EagleDraftExtendInput,
         EagleDraftInput,
         EagleVerifyInput,
-        get_eagle_num_aux_hidden_states,
-        parse_eagle_use_aux_hidden_state,
     )
     from sglang.srt.speculative.eagle_worker import EAGLEWorker
     from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker
@@ -387,7 +385,11 @@ def main() -> None:
     from sglang.srt.speculative.multi_layer_eagle_worker_v2 import (
         MultiLayerEagleDraftWorker,
     )
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    from sglang.srt.speculative.spec_info import (
+        SpeculativeAlgorithm,
+        get_eagle_num_aux_hidden_states,
+        parse_eagle_use_aux_hidden_state,
+    )
     from sglang.srt.speculative.standalone_worker import StandaloneWorker
     from sglang.srt.speculative.standalone_worker_v2 import StandaloneDraftWorker
 

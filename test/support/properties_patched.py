@@ -11,13 +11,12 @@ from types import SimpleNamespace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sglang.srt.speculative.eagle_info import (
-    EagleDraftExtendInput,
-    EagleDraftInput,
+from sglang.srt.speculative.eagle_info import EagleDraftExtendInput, EagleDraftInput
+from sglang.srt.speculative.spec_info import (
+    SpeculativeAlgorithm,
     get_eagle_num_aux_hidden_states,
     parse_eagle_use_aux_hidden_state,
 )
-from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
 SETTINGS = settings(
     max_examples=300, deadline=None, suppress_health_check=list(HealthCheck)

@@ -17,10 +17,12 @@ from .graph_buffers import BufferRule
 from .idle_attention import IdleAttentionRule
 from .idle_inputs import IdleInputRule
 from .imports import ImportRule
+from .parser import ParserRule
 from .speculators_format import SpeculatorsConfigRule, SpeculatorsWeightNamesRule
 from .target_capture import TargetCaptureRule
 
 RULES = (
+    ParserRule,
     ContractRule,
     DraftRunnerRule,
     AuxFlagRule,

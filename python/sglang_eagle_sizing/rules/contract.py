@@ -1,5 +1,6 @@
 """Put the sizing contract into ``eagle_info.py``: the helpers, the decode-phase classmethods
-on ``EagleDraftInput`` and the extend-phase class ``EagleDraftExtendInput``."""
+on ``EagleDraftInput`` and the extend-phase class ``EagleDraftExtendInput``. The parser of the
+drafter's config the helpers read is ``spec_info.py``'s (``rules/parser.py``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from ..concerns import (
     ATTENTION_BACKENDS,
     DTYPE,
     EXTEND_WIDTH,
-    PARSER,
     ROUTING,
     TARGET_CAPTURE,
     VALIDATION,
@@ -70,7 +70,7 @@ def _blank(node: cst.CSTNode, count: int) -> cst.CSTNode:
 
 
 class ContractRule(Rule):
-    concerns = (PARSER, TARGET_CAPTURE, VALIDATION, DTYPE, ROUTING, ATTENTION_BACKENDS)
+    concerns = (TARGET_CAPTURE, VALIDATION, DTYPE, ROUTING, ATTENTION_BACKENDS)
     files = frozenset({CONTRACT_FILE})
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef):
@@ -125,7 +125,9 @@ class ContractRule(Rule):
         names = tuple(node.name.value for node in statements(source))
         present = [name for name in names if name in functions]
         first_class = next(node for node in original_node.body if isinstance(node, cst.ClassDef))
-        if len(present) == len(names):
+        if not names:
+            pass
+        elif len(present) == len(names):
             self.report(original_functions[names[0]], "helpers", Finding.ROUTED, "<module>")
         elif present:
             raise self.fail(

@@ -5,8 +5,9 @@
 states are not as wide as the embeddings. The rule, in ``LlamaModel``:
 
 - ``__init__``: the ``* 3`` of ``fc``'s input width becomes
-  ``* get_eagle_num_aux_hidden_states(config)`` (the one parser, imported right before), and
-  ``self.use_aux_hidden_state`` is parsed next to it;
+  ``* get_eagle_num_aux_hidden_states(config)`` and ``self.use_aux_hidden_state`` is parsed
+  right before it, by the one parser; the import rule imports it from ``spec_info`` at the
+  top of the module (``spec_info`` imports no scheduler module, ``eagle_info`` does);
 - ``forward``: the width test becomes ``self.project_hidden_states(...)``, which decides by
   the step (``inserted.DRAFTER_FC_METHOD``), added after ``forward``.
 
@@ -22,7 +23,14 @@ from .. import inserted
 from ..concerns import DRAFTER_FC
 from ..engine import Finding, Rule
 from ..sites import SITES, Kind
-from ..syntax import code_of, dotted, same_expression, statement, statements
+from ..syntax import (
+    code_of,
+    dotted,
+    same_expression,
+    statement,
+    statements,
+    statements_with_comments,
+)
 
 (SITE,) = [s for s in SITES if s.kind is Kind.DRAFTER_FC]
 CLASS = SITE.scope.split(".")[0]
@@ -133,8 +141,10 @@ class DrafterFcRule(Rule):
                 code_of(stmt.with_changes(leading_lines=[]).deep_replace(linear, new_linear)),
                 column,
             )
-            new = statements(inserted.DRAFTER_FC_IMPORT, column)
-            new[0] = new[0].with_changes(leading_lines=stmt.leading_lines)
+            new = statements_with_comments(inserted.DRAFTER_FC_FLAG, column)
+            new[0] = new[0].with_changes(
+                leading_lines=[*stmt.leading_lines, *new[0].leading_lines]
+            )
             new.append(new_fc)
             body[index : index + 1] = new
             return updated_node.with_changes(body=updated_node.body.with_changes(body=body))

@@ -3,9 +3,10 @@
 0.5.11 parses it a third way in ``ModelRunner.__init__`` (``try: eagle_config.get(...)``,
 ``except:`` anything): that decides which layers the target captures, i.e. the width the
 draft side must size for. The rule replaces the ``try`` (and the ``= True`` default before it)
-with ``parse_eagle_use_aux_hidden_state`` and ``get_eagle_aux_hidden_state_layer_ids``,
-imported where they are used, as the module already does for DFLASH (``eagle_info`` imports
-``model_runner``, so a module-level import would be circular).
+with ``parse_eagle_use_aux_hidden_state`` (``spec_info``'s, imported at the top of the module
+with ``SpeculativeAlgorithm``) and ``get_eagle_captured_layer_ids``, imported where it is
+used, as the module already does for DFLASH (``eagle_info`` imports ``model_runner``, so a
+module-level import would be circular).
 """
 
 from __future__ import annotations
@@ -66,10 +67,7 @@ class TargetCaptureRule(Rule):
             start = index - 1 if index > 0 and assigned(body[index - 1]) == FLAG else index
             column = self.column_of(original_node.body[index])
             new = statements(
-                "from sglang.srt.speculative.eagle_info import (\n"
-                "    get_eagle_captured_layer_ids,\n"
-                f"    {PARSER_CALL},\n"
-                ")\n\n"
+                "from sglang.srt.speculative.eagle_info import get_eagle_captured_layer_ids\n\n"
                 "# The drafter's eagle_config, read by the parser every EAGLE worker uses:\n"
                 "# what the target captures and the draft side sizes for cannot drift apart.\n"
                 f"{FLAG} = {PARSER_CALL}(self.spec_algorithm, {hf_config})\n"

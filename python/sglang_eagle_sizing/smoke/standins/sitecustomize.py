@@ -91,7 +91,8 @@ def _ports():
 
 SITES_ENV = "SGLANG_EAGLE_SIZING_SMOKE_SITES"
 
-#: functions of eagle_info.py the recorder wraps, when the tree has them
+#: functions of eagle_info.py (and of spec_info.py, where the parser of the drafter's config
+#: lives) the recorder wraps, when the tree has them
 RECORDED_HELPERS = (
     "get_draft_runner",
     "parse_eagle_use_aux_hidden_state",
@@ -365,12 +366,16 @@ def _recorded_classmethod(method: str, function):
     return classmethod(wrapper)
 
 
-def _patch_eagle_info(module) -> None:
-    if os.environ.get(DP_ENV) == "1":
-        _patch_verify_idle_input(module)
+def _patch_recorded_helpers(module) -> None:
     for name in RECORDED_HELPERS:
         if hasattr(module, name):
             setattr(module, name, _recorded_function(name, getattr(module, name)))
+
+
+def _patch_eagle_info(module) -> None:
+    if os.environ.get(DP_ENV) == "1":
+        _patch_verify_idle_input(module)
+    _patch_recorded_helpers(module)
     for class_name in RECORDED_CLASSES:
         cls = getattr(module, class_name, None)
         if cls is None:
@@ -394,6 +399,8 @@ AFTER_IMPORT = {
     "sglang.srt.speculative.eagle_utils": _patch_eagle_utils,
     "sglang.srt.speculative.eagle_info_v2": _patch_eagle_info_v2,
     "sglang.srt.speculative.eagle_info": _patch_eagle_info,
+    # before any module imports the parser from it
+    "sglang.srt.speculative.spec_info": _patch_recorded_helpers,
     "sglang.srt.speculative.eagle_worker_v2": _patch_record_stream,
     "sglang.srt.speculative.multi_layer_eagle_worker_v2": _patch_multi_layer_eagle_worker_v2,
 }

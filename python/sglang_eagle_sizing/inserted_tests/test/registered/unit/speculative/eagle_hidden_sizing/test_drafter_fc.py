@@ -7,7 +7,10 @@ maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 
 register_cpu_ci(est_time=20, suite="stage-a-test-cpu")
 
+import json
 import logging
+import os
+import subprocess
 import sys
 import unittest
 from pathlib import Path
@@ -23,6 +26,7 @@ if str(CURRENT_DIR) not in sys.path:
     sys.path.insert(0, str(CURRENT_DIR))
 
 from cases import StartupValidationTestCase
+from common import eagle3
 from cpu_models import draft_forward_batch, llama_eagle3_model, one_cpu_rank
 
 
@@ -99,6 +103,59 @@ class TestDrafterFc(CustomTestCase):
         last = torch.randn((2, 256))
         batch = draft_forward_batch(ForwardMode.DRAFT_EXTEND, last)
         self.assertIs(model.project_hidden_states(last, batch), last)
+
+    def test_building_the_model_imports_no_scheduler_module(self):
+        """llama_eagle3.py reads the drafter's aux layers with the parser of spec_info.py:
+        building the model, in a fresh interpreter, leaves eagle_info.py (which imports
+        schedule_batch and the model runner) unimported."""
+        from sglang.srt.models import llama_eagle3
+
+        root = os.path.dirname(llama_eagle3.__file__)
+        for _ in range(3):  # sglang/srt/models -> the folder holding sglang/
+            root = os.path.dirname(root)
+        paths = [root, os.environ.get("PYTHONPATH", "")]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
+        result = subprocess.run(
+            [sys.executable, "-c", MODEL_BUILT_IN_A_CHILD, json.dumps(eagle3())],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        *_, module_file, imported = result.stdout.splitlines()
+        self.assertEqual(module_file, llama_eagle3.__file__)
+        self.assertEqual(imported, "False")
+
+
+#: Builds LlamaForCausalLMEagle3 from the config in argv[1] on one CPU rank (as
+#: ``one_cpu_rank``), then prints the model file and whether eagle_info was imported.
+MODEL_BUILT_IN_A_CHILD = """
+import contextlib, json, sys
+from types import SimpleNamespace
+from unittest import mock
+from sglang.test.test_utils import maybe_stub_sgl_kernel
+maybe_stub_sgl_kernel()
+from transformers import LlamaConfig
+from sglang.srt import server_args
+from sglang.srt.distributed import parallel_state
+from sglang.srt.layers.rotary_embedding import base
+from sglang.srt.models import llama_eagle3
+class Unset:
+    def __getattr__(self, name):
+        return None
+rank = SimpleNamespace(world_size=1, rank_in_group=0, rank=0, local_rank=0,
+                       is_first_rank=True, is_last_rank=True)
+with contextlib.ExitStack() as stack:
+    for target, name, value in (
+        (parallel_state, "_TP", rank), (parallel_state, "_PP", rank),
+        (parallel_state, "_ATTN_TP", rank), (server_args, "_global_server_args", Unset()),
+        (base, "_is_cpu", True),
+    ):
+        stack.enter_context(mock.patch.object(target, name, value))
+    llama_eagle3.LlamaForCausalLMEagle3(LlamaConfig(**json.loads(sys.argv[1])))
+print(llama_eagle3.__file__)
+print("sglang.srt.speculative.eagle_info" in sys.modules)
+"""
 
 
 class TestStartupValidation(StartupValidationTestCase):

@@ -13,7 +13,7 @@ import unittest
 from pathlib import Path
 from types import SimpleNamespace
 
-from sglang.srt.speculative.eagle_info import (
+from sglang.srt.speculative.spec_info import (
     get_eagle_aux_hidden_state_layer_ids,
     get_eagle_num_aux_hidden_states,
 )

@@ -18,7 +18,7 @@ from unittest import mock
 import torch
 
 from sglang.srt.models.llama_eagle3 import LlamaForCausalLMEagle3
-from sglang.srt.speculative.eagle_info import (
+from sglang.srt.speculative.spec_info import (
     get_eagle_aux_hidden_state_layer_ids,
     get_eagle_num_aux_hidden_states,
 )
