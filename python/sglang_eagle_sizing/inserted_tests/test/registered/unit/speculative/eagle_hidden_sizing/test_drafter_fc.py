@@ -5,7 +5,7 @@ from sglang.test.test_utils import CustomTestCase, maybe_stub_sgl_kernel
 
 maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 
-register_cpu_ci(est_time=25, suite="stage-a-test-cpu")
+register_cpu_ci(est_time=30, suite="stage-a-test-cpu")
 
 import json
 import logging

@@ -5,7 +5,7 @@ from sglang.test.test_utils import maybe_stub_sgl_kernel
 
 maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 
-register_cpu_ci(est_time=20, suite="stage-a-test-cpu")
+register_cpu_ci(est_time=15, suite="stage-a-test-cpu")
 
 import logging
 import sys
