@@ -57,5 +57,6 @@ def test_a_rewrite_serves_every_set_of_concerns_that_answers_the_same(tree, tmp_
         reused = _results(patch.rewrite_tree(sglang))
     assert reused == fresh
     # the parser's files again, the others (the CUDA-graph runners, the scheduler) reused
-    assert "speculative/eagle_info.py" in ran
+    assert "speculative/spec_info.py" in ran
+    assert "managers/scheduler.py" not in ran
     assert 0 < len(ran) < len(fresh)
