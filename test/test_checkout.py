@@ -69,7 +69,7 @@ def test_diff_at_the_root_is_what_apply_writes_with_git_apply_and_patch(
 ):
     code, diff, err = run("diff", str(checkout))
     assert code == 0, err
-    assert diff.startswith("--- a/python/sglang/srt/")
+    assert diff.startswith("diff --git a/python/sglang/srt/")
     for key in stand_in_tests:
         assert f"--- /dev/null\n+++ b/{key}\n" in diff
     (tmp_path / "patch.diff").write_text(diff)
@@ -269,6 +269,22 @@ def test_diffs_of_files_without_a_final_newline_or_with_a_form_feed_apply(tmp_pa
     git(repo, "apply", str(tmp_path / "p.diff"))
     assert (repo / "a.py").read_bytes() == new.encode()
     assert (repo / "sub" / "new.py").read_bytes() == b"x\ny"
+
+
+def test_an_empty_new_file_is_created_by_git_apply(tmp_path):
+    """An empty file (the CPU test folder's ``__init__.py``) has no hunk: the diff's git
+    header still makes ``git apply`` create it."""
+    from sglang_eagle_sizing.engine import git_header, unified_diff
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    key = "test/pkg/__init__.py"
+    (tmp_path / "p.diff").write_text(
+        git_header(key, True) + unified_diff("", "", "/dev/null", "b/" + key)
+    )
+    git(repo, "apply", str(tmp_path / "p.diff"))
+    assert (repo / key).read_bytes() == b""
 
 
 def test_check_without_path_in_a_checkout_says_it_read_the_installed_sglang(

@@ -71,7 +71,7 @@ def test_the_description_has_every_section_in_order(printed):
 
 def test_the_diff_is_what_diff_prints(printed, release):
     code, diff = _cli("diff", str(release))
-    assert code == 0 and diff.startswith("--- a/")
+    assert code == 0 and diff.startswith("diff --git a/")
     tail = printed.split("\n## The diff\n", 1)[1]
     fenced = re.search(r"\n(`{3,})diff\n(.*)\1\n\Z", tail, re.DOTALL)
     assert fenced, tail[:200]
@@ -83,7 +83,7 @@ def test_the_cover_letter_fits_a_pull_request_description(printed, release):
     assert code == 0
     assert len(cover) < 60_000, len(cover)
     # the --diff output is the cover letter, then the diff
-    assert printed.startswith(cover) and "```diff\n--- a/" in printed[len(cover):]
+    assert printed.startswith(cover) and "```diff\ndiff --git a/" in printed[len(cover):]
     assert "```diff" not in cover
     # every changed file is named with its line counts
     stat = cover.split("\n## The diff\n", 1)[1]

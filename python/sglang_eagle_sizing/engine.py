@@ -479,6 +479,13 @@ def unified_diff(old: str, new: str, old_name: str, new_name: str) -> str:
     return "".join(lines)
 
 
+def git_header(key: str, new_file: bool) -> str:
+    """The ``diff --git`` header of one file's diff: with ``new file mode`` a new file that
+    is empty (no hunk) is still created by ``git apply``."""
+    header = f"diff --git a/{key} b/{key}\n"
+    return header + ("new file mode 100644\n" if new_file else "")
+
+
 def _lines(text: str) -> list[str]:
     """Lines as git sees them: split at ``\\n`` only (``str.splitlines`` also splits at form
     feeds and other separators a source file may hold inside a line)."""

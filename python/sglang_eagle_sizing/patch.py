@@ -27,14 +27,15 @@ from .engine import (
     RewriteError,
     cache_root,
     check_source,
+    git_header,
     rewrite_source,
     tool_fingerprint,
     unified_diff,
 )
 from .rules import RULES
 from .rules.contract import MODEL_CONFIG, release_model_config
-from .syntax import line_length
 from .sites import SITES, Site
+from .syntax import line_length
 from .transaction import FileChange
 from .tree import SglangTree, TreeError
 
@@ -125,8 +126,12 @@ class TreeReport:
     def diff(self) -> str:
         """The unified diff of ``changes()``, files named from the tree's root (``git apply``
         or ``patch -p1`` there writes what ``apply`` writes)."""
-        text = "".join(r.unified_diff(self.tree.key(r.file)) for r in self.changed)
+        text = ""
+        for r in self.changed:
+            key = self.tree.key(r.file)
+            text += git_header(key, False) + r.unified_diff(key)
         for key, data in self.tests_to_add.items():
+            text += git_header(key, True)
             text += unified_diff("", data.decode("utf-8"), "/dev/null", "b/" + key)
         return text
 

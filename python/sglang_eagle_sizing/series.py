@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import concerns
-from .engine import Finding, FindingsCache, default_cache_dir, unified_diff
+from .engine import (
+    Finding,
+    FindingsCache,
+    default_cache_dir,
+    git_header,
+    unified_diff,
+)
 from .fork_test_slices import CPU_TEST_DIR, TEST_CONCERNS
 from .patch import TreeReport, check_tree, rewrite_tree
 from .tree import SglangTree, TreeError, _git
@@ -861,10 +867,7 @@ class Step:
     def diff(self) -> str:
         out = []
         for key, (old, new) in sorted(self.files.items()):
-            header = f"diff --git a/{key} b/{key}\n"
-            if old is None:
-                header += "new file mode 100644\n"
-            out.append(header + self._body(key))
+            out.append(git_header(key, old is None) + self._body(key))
         return "".join(out)
 
     def counts(self) -> dict[str, tuple[int, int]]:
