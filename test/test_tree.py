@@ -63,7 +63,7 @@ def test_diff_is_what_apply_writes(tree, pristine, capsys, tmp_path):
     assert main(["diff", str(tree)]) == 0
     diff = capsys.readouterr().out
     # a package folder's diff names files from its parent: patch -p1 there applies it
-    assert diff.startswith("--- a/sglang/srt/")
+    assert diff.startswith("diff --git a/sglang/srt/")
     assert "+class EagleDraftExtendInput(EagleDraftInput):" in diff
     # diff changed nothing
     assert tree_digest(tree) == tree_digest(pristine)
