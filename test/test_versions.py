@@ -23,7 +23,7 @@ from sglang_eagle_sizing.tree import SglangTree, TreeError, TreeVersion
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
 ALLOW = "--allow-untested-version"
-TESTED = "only 0.5.9, 0.5.10, 0.5.10.post1 and 0.5.11 are tested"
+TESTED = "only 0.5.9, 0.5.10, 0.5.10.post1, 0.5.11 and 0.5.23 are tested"
 
 
 
@@ -187,6 +187,10 @@ def test_installed_metadata_and_literal_version_are_read(package):
         ("0.5.9.post1", False),
         ("0.5.10.post2", False),
         ("0.5.12", False),
+        ("0.5.23", True),
+        ("0.5.23.post1", True),
+        ("v0.5.23+fork.1", True),
+        ("0.5.22", False),
         ("0.5.90", False),
         ("0.5.11.dev0", False),
         ("0.5.11rc1", False),

@@ -327,6 +327,8 @@ def _check(tree: SglangTree, args: argparse.Namespace) -> int:
     for finding in report.unrouted:
         print(f"{_where(tree, finding)}  {finding.scope}  {finding.label}")
     _print_problems(report, sys.stdout)
+    for key in report.modules_to_add:
+        print(f"{display(tree.path(key))}  module  not added")
     for key in report.tests_to_add:
         print(f"{display(tree.path(key))}  fork-test  not added")
     sys.stdout.flush()  # the summary (stderr) comes last, also where both go to one stream
@@ -348,6 +350,8 @@ def _check(tree: SglangTree, args: argparse.Namespace) -> int:
         work.append(
             f"{_count(len(report.supporting_changes), 'supporting change')} to make"
         )
+    if report.modules_to_add:
+        work.append(f"{_count(len(report.modules_to_add), 'module')} to add")
     if report.tests_to_add:
         work.append(f"{_count(len(report.tests_to_add), 'fork test file')} to add")
     if report.unknown or report.missing:
@@ -412,9 +416,9 @@ def _apply(tree: SglangTree, report: TreeReport, force: bool, quiet: bool) -> in
         print(f"routed   {_where(tree, finding)}  {finding.scope}  {finding.label}")
     for finding in report.supporting_changes:
         print(f"support  {_where(tree, finding)}  {finding.scope}  {finding.label}")
-    for key in report.tests_to_add:
+    for key in [*report.modules_to_add, *report.tests_to_add]:
         print(f"added    {display(tree.path(key))}")
-    if not report.changed and not report.tests_to_add:
+    if not report.changed and not report.tests_to_add and not report.modules_to_add:
         sys.stdout.flush()
         print(
             f"nothing to do: {tree.describe()} has every sizing site routed"
@@ -426,6 +430,10 @@ def _apply(tree: SglangTree, report: TreeReport, force: bool, quiet: bool) -> in
         f"{_count(len(report.sites_to_route), 'sizing site')} routed",
         _count(len(report.supporting_changes), "supporting change"),
     ]
+    if not tree.family.sites:  # upstream routes every site (0.5.23): say only what changed
+        done = done[1:]
+    if report.modules_to_add:
+        done.append(f"{_count(len(report.modules_to_add), 'module')} added")
     if report.tests_to_add:
         done.append(f"{_count(len(report.tests_to_add), 'fork test file')} added")
     sys.stdout.flush()  # the summary (stderr) comes last, also where both go to one stream
@@ -466,8 +474,13 @@ def _revert(tree: SglangTree, force: bool, committed: list[str] | None = None) -
         )
     restored = len(reverted.restored) - len(reverted.removed)
     done = [f"{_count(restored, 'file')} restored"]
-    if reverted.removed:
-        done.append(f"{_count(len(reverted.removed), 'fork test file')} removed")
+    srt = tree.key("") + "/"
+    modules = [key for key in reverted.removed if key.startswith(srt)]
+    if modules:
+        done.append(f"{_count(len(modules), 'module')} removed")
+    if len(reverted.removed) > len(modules):
+        tests = len(reverted.removed) - len(modules)
+        done.append(f"{_count(tests, 'fork test file')} removed")
     print(f"reverted {tree.describe()}: {', '.join(done)}", file=sys.stderr)
     return OK
 
@@ -477,8 +490,11 @@ def _nothing_to_revert(tree: SglangTree) -> None:
     likely) and how to take it out."""
     where = f"{display(tree.package)}: no backup of an apply here; nothing to revert"
     # the helpers this patch inserts (what tells it from upstream's refactor too): no rules run
-    info = tree.read("speculative/eagle_info.py")
-    patched = any(f"def {name}(" in info for name in _OUR_HELPERS)
+    if tree.family.new_modules:
+        patched = any((tree.srt / file).exists() for file in tree.family.new_modules)
+    else:
+        info = tree.read("speculative/eagle_info.py")
+        patched = any(f"def {name}(" in info for name in _OUR_HELPERS)
     if not patched:
         raise TreeError(f"{where} (the tree is not patched)")
     if tree.git_dir is not None:

@@ -32,30 +32,31 @@ from .engine import (
     tool_fingerprint,
     unified_diff,
 )
-from .rules import RULES
+from .families import BEFORE_REFACTOR, FAMILIES, Family
 from .rules.contract import MODEL_CONFIG, release_model_config
-from .sites import SITES, Site
+from .sites import Site
 from .syntax import line_length
 from .transaction import FileChange
 from .tree import SglangTree, TreeError
 
 SITE_LABELS = frozenset({"decode", "extend"})
 
-#: the fork's tests, laid out from the checkout root (``test/registered/...``)
-INSERTED_TESTS = Path(__file__).resolve().parent / "inserted_tests"
+#: the fork's tests of 0.5.9-0.5.11, laid out from the checkout root (``test/registered/...``)
+INSERTED_TESTS = BEFORE_REFACTOR.inserted_tests
 
 
-def inserted_test_files() -> dict[str, bytes]:
+def inserted_test_files(family: Family = BEFORE_REFACTOR) -> dict[str, bytes]:
     """The test files the patch adds to a checkout: ``{path from the checkout root: bytes}``;
     under ``concerns.only``, what the concerns enabled add of them (``fork_test_slices``)."""
-    if not INSERTED_TESTS.is_dir():
+    folder = INSERTED_TESTS if family is BEFORE_REFACTOR else family.inserted_tests
+    if not folder.is_dir():
         return {}
     files = {
-        path.relative_to(INSERTED_TESTS).as_posix(): path.read_bytes()
-        for path in sorted(INSERTED_TESTS.rglob("*.py"))
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in sorted(folder.rglob("*.py"))
         if "__pycache__" not in path.parts and path.is_file()
     }
-    if all_enabled():
+    if all_enabled() or family is not BEFORE_REFACTOR:
         return files
     # every concern that has CPU tests enabled (a series without the GPU test): the whole folder
     whole_cpu_tests = all(enabled(c) for c in concerns.ORDER if c != E2E_TEST)
@@ -82,6 +83,8 @@ class TreeReport:
     tests_to_add: dict[str, bytes] = field(default_factory=dict)
     #: the fork's test files the checkout has (edited or not)
     tests_present: list[str] = field(default_factory=list)
+    #: modules the patch adds to SGLang that the tree lacks: ``{path from the root: bytes}``
+    modules_to_add: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def unrouted(self) -> list[Finding]:
@@ -104,7 +107,13 @@ class TreeReport:
 
     @property
     def routed(self) -> bool:
-        return not (self.unrouted or self.unknown or self.missing or self.tests_to_add)
+        return not (
+            self.unrouted
+            or self.unknown
+            or self.missing
+            or self.tests_to_add
+            or self.modules_to_add
+        )
 
     @property
     def changed(self) -> list[FileResult]:
@@ -120,8 +129,11 @@ class TreeReport:
             )
             for r in self.changed
         ]
-        out += [FileChange(key, None, data) for key, data in self.tests_to_add.items()]
+        out += [FileChange(key, None, data) for key, data in self._added().items()]
         return out
+
+    def _added(self) -> dict[str, bytes]:
+        return {**self.modules_to_add, **self.tests_to_add}
 
     def diff(self) -> str:
         """The unified diff of ``changes()``, files named from the tree's root (``git apply``
@@ -130,22 +142,27 @@ class TreeReport:
         for r in self.changed:
             key = self.tree.key(r.file)
             text += git_header(key, False) + r.unified_diff(key)
-        for key, data in self.tests_to_add.items():
+        for key, data in self._added().items():
             text += git_header(key, True)
             text += unified_diff("", data.decode("utf-8"), "/dev/null", "b/" + key)
         return text
 
 
-def _missing(findings: list[Finding]) -> list[Site]:
+def _missing(findings: list[Finding], family: Family) -> list[Site]:
     seen = {(f.file, f.scope) for f in findings if f.label in SITE_LABELS}
-    return [site for site in SITES if site.key not in seen]
+    return [site for site in family.sites if site.key not in seen]
 
 
 def collect_tests(report: TreeReport) -> None:
-    """Sort the fork's test files into present and to add (a checkout only)."""
-    if not report.tree.takes_tests:
+    """Sort the modules the patch adds, and the fork's test files (a checkout only), into
+    present and to add. A module or test file the tree has is the fork's: left as it is."""
+    tree = report.tree
+    for file, text in tree.family.new_modules.items():
+        if not (tree.srt / file).exists():
+            report.modules_to_add[tree.key(file)] = text.encode("utf-8")
+    if not tree.takes_tests:
         return
-    for key, data in inserted_test_files().items():
+    for key, data in inserted_test_files(tree.family).items():
         if report.tree.holds(key):
             report.tests_present.append(key)
         else:
@@ -171,8 +188,10 @@ def check_tree(tree: SglangTree, cache: FindingsCache | None = None) -> TreeRepo
     findings: list[Finding] = []
     with line_length(tree.formatter_line_length()), _release(tree):
         for file in tree.files():
-            findings.extend(check_source(file, tree.read(file), RULES, cache))
-    report = TreeReport(tree, findings, _missing(findings))
+            findings.extend(
+                check_source(file, tree.read(file), tree.family.rules, cache)
+            )
+    report = TreeReport(tree, findings, _missing(findings, tree.family))
     collect_tests(report)
     return report
 
@@ -189,15 +208,16 @@ def rewrite_tree(tree: SglangTree, progress=None) -> TreeReport:
     release = _release_text(tree)
     files = tree.files()
     texts = {file: tree.read(file) for file in files}
-    cache = RewriteCache(length, release)
+    cache = RewriteCache(length, release, tree.family)
     done: dict[str, FileResult] = {}
     for file in files:
         cached = cache.get(file, texts[file], enabled_now)
         if cached is not None:
             done[file] = cached
     todo = [f for f in files if f not in done]
+    settings = (length, enabled_now, release, tree.family.name)
     rewritten = _rewrite_all(
-        todo, texts, (length, enabled_now, release), progress, len(files) - len(todo), len(files)
+        todo, texts, settings, progress, len(files) - len(todo), len(files)
     )
     for result, asked in rewritten:
         done[result.file] = result
@@ -205,7 +225,7 @@ def rewrite_tree(tree: SglangTree, progress=None) -> TreeReport:
     for file in files:
         report.results.append(done[file])
         report.findings.extend(done[file].findings)
-    report.missing = _missing(report.findings)
+    report.missing = _missing(report.findings, tree.family)
     collect_tests(report)
     return report
 
@@ -228,8 +248,9 @@ def _rewrite_one(job: tuple[str, str, tuple]):
     """A file's ``FileResult`` with the concerns the rules asked about (``concerns.recording``),
     or the ``RewriteError`` it raised as (file, line, reason) (an exception with its own
     ``__init__`` does not cross processes). ``job``: the file, its text, and (line length,
-    concerns, the release's model_config.py) to rewrite it with."""
-    file, text, (length, enabled_now, release) = job
+    concerns, the release's model_config.py, the release family) to rewrite it with."""
+    file, text, (length, enabled_now, release, family_name) = job
+    (family,) = [f for f in FAMILIES if f.name == family_name]
     with contextlib.ExitStack() as stack:
         stack.enter_context(line_length(length))
         stack.enter_context(release_model_config(release))
@@ -237,7 +258,7 @@ def _rewrite_one(job: tuple[str, str, tuple]):
             stack.enter_context(concerns.only(enabled_now))
         try:
             with concerns.recording() as asked:
-                result = rewrite_source(file, text, RULES)
+                result = rewrite_source(file, text, family.rules)
             return result, dict(asked)
         except RewriteError as exc:
             return (exc.file, exc.line, exc.reason)
@@ -305,10 +326,12 @@ class RewriteCache:
     only when a concern it asks about lands. Best effort, like ``FindingsCache``: unreadable
     or unwritable is a miss."""
 
-    def __init__(self, length: int | None, release: str | None):
+    def __init__(
+        self, length: int | None, release: str | None, family: Family = BEFORE_REFACTOR
+    ):
         self.folder = cache_root() / "rewrite"
         release_key = hashlib.sha256((release or "").encode()).hexdigest() if release else None
-        self.salt = f"{_fingerprint()}\0{length}\0{release_key}\0"
+        self.salt = f"{_fingerprint()}\0{length}\0{release_key}\0{family.name}\0"
 
     def _path(self, file: str, text: str) -> Path:
         key = hashlib.sha256(f"{self.salt}{file}\0".encode() + text.encode("utf-8"))

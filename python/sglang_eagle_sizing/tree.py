@@ -18,28 +18,23 @@ from __future__ import annotations
 
 import ast
 import os
-import re
 import subprocess
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .sites import GET_CONFIG_FILES, SITE_FILES
+from .families import BEFORE_REFACTOR, Family, family_of_structure, family_of_version, is_tested, tested_text
+from .sites import GET_CONFIG_FILES
 
 #: The SGLang release whose sites ``sites.py`` lists (the fork wheel's and the report's base).
-KNOWN_VERSION = "0.5.11"
-#: The releases the patch is tested on: applied, checked, linted and reverted on each one's
-#: wheel, and the fork's CPU test run on each patched tree (test/test_older_releases.py).
-TESTED_VERSIONS = ("0.5.9", "0.5.10", "0.5.10.post1", KNOWN_VERSION)
-#: ``0.5.9, 0.5.10, 0.5.10.post1 and 0.5.11``, for messages
-TESTED_TEXT = ", ".join(TESTED_VERSIONS[:-1]) + " and " + TESTED_VERSIONS[-1]
-#: a tested release (0.5.11's post-releases too), with any local label (``0.5.11+eaglesizing1``)
-_KNOWN = re.compile(
-    r"v?("
-    + "|".join(re.escape(v) for v in TESTED_VERSIONS[:-1])
-    + rf"|{re.escape(KNOWN_VERSION)}(\.post\d+)?)(\+[0-9A-Za-z.]+)?"
-)
+KNOWN_VERSION = BEFORE_REFACTOR.known_version
+#: The releases the patch is tested on, per family (``families.py``): applied, checked,
+#: linted and reverted on each one's wheel, and the fork's CPU tests run on each patched tree
+#: (test/test_older_releases.py, test/test_release_0_5_23.py).
+TESTED_VERSIONS = BEFORE_REFACTOR.tested_versions
+#: ``0.5.9, 0.5.10, 0.5.10.post1, 0.5.11 and 0.5.23``, for messages
+TESTED_TEXT = tested_text()
 #: where a git checkout keeps this tool's state, under its git directory
 GIT_STATE_DIR = "sglang-eagle-sizing"
 #: a package folder (no git) keeps it next to ``srt/``, under these names
@@ -65,7 +60,7 @@ class TreeVersion:
 
     @property
     def known(self) -> bool:
-        return _KNOWN.fullmatch(self.number) is not None
+        return is_tested(self.number)
 
     def __str__(self) -> str:
         return f"SGLang {self.number} ({self.source})"
@@ -82,6 +77,15 @@ class SglangTree:
     #: the checkout root relative to the git work tree's top (``""`` when they are one)
     git_prefix: str = ""
     version: TreeVersion | None = field(default=None, compare=False)
+
+    @property
+    def family(self) -> Family:
+        """The release family (``families.py``): by the version, else by structure."""
+        if self.version is not None:
+            found = family_of_version(self.version.number)
+            if found is not None:
+                return found
+        return family_of_structure(self.srt)
 
     # -- layout ---------------------------------------------------------------------------
     @property
@@ -239,11 +243,12 @@ class SglangTree:
                 f"{display(package)}: {tree.version}; only {TESTED_TEXT} are tested, "
                 f"nothing written ({ALLOW_FLAG} proceeds on structure)"
             )
-        missing = [f for f in SITE_FILES if not (tree.srt / f).is_file()]
+        family = tree.family
+        missing = [f for f in family.site_files if not (tree.srt / f).is_file()]
         if missing:
             raise TreeError(
-                f"{display(tree.srt / missing[0])}: missing; not an SGLang {KNOWN_VERSION} "
-                "tree"
+                f"{display(tree.srt / missing[0])}: missing; not an SGLang "
+                f"{family.known_version} tree"
             )
         return tree
 
@@ -344,7 +349,9 @@ class SglangTree:
         """Files (relative to ``srt/``) the rules read: the site files, plus any other
         ``speculative/`` module that names a hidden width or an idle input, so that a site
         upstream adds elsewhere is reported rather than missed."""
-        files = set(SITE_FILES)
+        files = set(self.family.site_files)
+        if self.family is not BEFORE_REFACTOR:
+            return sorted(files)
         files.update(f for f in GET_CONFIG_FILES if (self.srt / f).is_file())
         for path in sorted((self.srt / "speculative").glob("*.py")):
             relative = f"speculative/{path.name}"

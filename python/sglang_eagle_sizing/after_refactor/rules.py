@@ -1,0 +1,322 @@
+"""The rewrite rules of SGLang 0.5.23, one concern each, in the order ``apply`` chains them.
+
+0.5.23 counts an EAGLE-3 drafter's aux hidden states by four rules: the extend helper
+(``num_aux_hidden_states``, else ``eagle_config``'s ids, else the top-level ids, else 3),
+``llama_eagle3``'s ``fc`` (top-level ids ignored), Kimi-K2.5's ``fc`` (``num_aux_hidden_states``
+ignored) and the target's capture (``eagle_config``'s ids only). Each rule here makes one of
+them ask ``parse_eagle3_draft_config`` (``inserted.EAGLE3_DRAFT_CONFIG``); the import rule,
+last, imports it where it is used.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..engine import Finding, RewriteError, Rule
+from ..rules.aux_flag import _contains, _eagle_config_source, assigned
+from ..syntax import code_of, dotted, statement, statements
+from .inserted import EAGLE3_DRAFT_CONFIG_MODULE, PARSE
+from .sites import AUX_COUNT_BLOCKS, AUX_COUNT_FUNCTIONS, TARGET_CAPTURE
+
+LABEL = "aux-count"
+
+
+def _parse_call(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Call) and dotted(node.func) == PARSE
+
+
+def _calls_parser(node: cst.CSTNode) -> bool:
+    return _contains(node, _parse_call)
+
+
+class _ScopedRule(Rule):
+    """A rule owning some ``(file, scope)`` places: ``finish`` fails for a place whose
+    function the file does not have (renamed or moved: reported, not skipped)."""
+
+    places: tuple[tuple[str, str], ...] = ()
+
+    def __init__(self, file: str):
+        super().__init__(file)
+        self.seen: set[str] = set()
+
+    @classmethod
+    def _scopes(cls, file: str) -> set[str]:
+        return {scope for f, scope in cls.places if f == file}
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool | None:
+        super().visit_FunctionDef(node)
+        if self.scope in self._scopes(self.file):
+            self.seen.add(self.scope)
+        return True
+
+    def finish(self, module: cst.Module) -> None:
+        for scope in sorted(self._scopes(self.file) - self.seen):
+            raise RewriteError(
+                self.file, 1, f"{scope}: not found (the aux-layer count is read there)"
+            )
+
+
+class AuxCountBlockRule(_ScopedRule):
+    """``num_aux = getattr(<config>, "num_aux_hidden_states", None)`` and the ``if num_aux is
+    None:`` block that falls back on the layer ids become one call of the parser."""
+
+    places = AUX_COUNT_BLOCKS
+    files = frozenset(f for f, _ in AUX_COUNT_BLOCKS)
+    needles = ("num_aux_hidden_states",)
+
+    def __init__(self, file: str):
+        super().__init__(file)
+        self.found: set[str] = set()
+
+    def leave_IndentedBlock(self, original_node, updated_node):
+        scope = self.scope
+        if scope not in self._scopes(self.file):
+            return updated_node
+        body = list(updated_node.body)
+        for index, stmt in enumerate(body):
+            target, config = _count_read(stmt)
+            if target is None:
+                continue
+            self.found.add(scope)
+            if _calls_parser(stmt):
+                self.report(original_node.body[index], LABEL, Finding.ROUTED)
+                return updated_node
+            fallback = body[index + 1] if index + 1 < len(body) else None
+            if not _is_none_fallback(fallback, target):
+                raise self.fail(
+                    original_node.body[index],
+                    f"{scope}: {target} read without the `if {target} is None:` fallback "
+                    "the rule knows",
+                )
+            self.report(original_node.body[index], LABEL, Finding.UNROUTED)
+            new = statement(
+                f"{target} = {PARSE}(\n    draft_hf_config={config}\n).num_aux_hidden_states\n",
+                self.column_of(original_node.body[index]),
+            )
+            blank = [line for line in stmt.leading_lines if line.comment is None]
+            body[index : index + 2] = [new.with_changes(leading_lines=blank)]
+            return updated_node.with_changes(body=body)
+        return updated_node
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        scope = self.scope
+        updated_node = super().leave_FunctionDef(original_node, updated_node)
+        if scope in self._scopes(self.file) and scope not in self.found:
+            raise self.fail(original_node, f"{scope}: the aux-layer count was not found")
+        return updated_node
+
+
+def _count_read(stmt: cst.CSTNode) -> tuple[str | None, str | None]:
+    """(``num_aux``, ``<config>``) for ``num_aux = getattr(<config>, "num_aux_hidden_states",
+    None)`` or the routed ``num_aux = parse_eagle3_draft_config(draft_hf_config=<config>)
+    .num_aux_hidden_states``."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
+        return None, None
+    small = stmt.body[0]
+    if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
+        return None, None
+    target, value = dotted(small.targets[0].target), small.value
+    if target is None:
+        return None, None
+    if (
+        isinstance(value, cst.Call)
+        and dotted(value.func) == "getattr"
+        and len(value.args) >= 2
+        and isinstance(value.args[1].value, cst.SimpleString)
+        and value.args[1].value.evaluated_value == "num_aux_hidden_states"
+    ):
+        return target, code_of(value.args[0].value)
+    if (
+        isinstance(value, cst.Attribute)
+        and value.attr.value == "num_aux_hidden_states"
+        and _parse_call(value.value)
+    ):
+        return target, code_of(value.value.args[0].value)
+    return None, None
+
+
+def _is_none_fallback(stmt: cst.CSTNode | None, target: str) -> bool:
+    return (
+        isinstance(stmt, cst.If)
+        and stmt.orelse is None
+        and isinstance(stmt.test, cst.Comparison)
+        and dotted(stmt.test.left) == target
+        and len(stmt.test.comparisons) == 1
+        and isinstance(stmt.test.comparisons[0].operator, cst.Is)
+        and dotted(stmt.test.comparisons[0].comparator) == "None"
+    )
+
+
+class AuxCountFunctionRule(_ScopedRule):
+    """A function that counts the layer ids itself returns the parser's count (its
+    docstring kept)."""
+
+    places = AUX_COUNT_FUNCTIONS
+    files = frozenset(f for f, _ in AUX_COUNT_FUNCTIONS)
+    needles = ("eagle_aux_hidden_state_layer_ids", PARSE)
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        scope = self.scope
+        updated_node = super().leave_FunctionDef(original_node, updated_node)
+        if scope not in self._scopes(self.file):
+            return updated_node
+        params = original_node.params.params
+        body = list(updated_node.body.body)
+        docstring = body[:1] if body and _is_docstring(body[0]) else []
+        if _calls_parser(updated_node.body):
+            self.report(original_node, LABEL, Finding.ROUTED, scope)
+            return updated_node
+        if not params or not _contains(updated_node.body, _reads_layer_ids):
+            raise self.fail(original_node, f"{scope}: the aux-layer count was not found")
+        self.report(original_node, LABEL, Finding.UNROUTED, scope)
+        config = params[0].name.value
+        column = self.column_of(original_node) + 4
+        new = statement(
+            f"return {PARSE}(draft_hf_config={config}).num_aux_hidden_states\n", column
+        )
+        return updated_node.with_changes(
+            body=updated_node.body.with_changes(body=[*docstring, new])
+        )
+
+
+def _is_docstring(stmt: cst.CSTNode) -> bool:
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+def _reads_layer_ids(node: cst.CSTNode) -> bool:
+    return (
+        isinstance(node, cst.SimpleString)
+        and node.evaluated_value == "eagle_aux_hidden_state_layer_ids"
+    )
+
+
+class TargetCaptureRule(_ScopedRule):
+    """The target captures what the parser reads: the ``= True`` default and the
+    ``try: eagle_config.get(...) ... except Exception:`` after it become three lines."""
+
+    places = (TARGET_CAPTURE,)
+    files = frozenset({TARGET_CAPTURE[0]})
+    needles = ("eagle_aux_hidden_state_layer_ids",)
+
+    def __init__(self, file: str):
+        super().__init__(file)
+        self.found = False
+
+    def leave_IndentedBlock(self, original_node, updated_node):
+        if self.scope != TARGET_CAPTURE[1]:
+            return updated_node
+        body = list(updated_node.body)
+        for index, stmt in enumerate(body):
+            owner = _layer_ids_owner(stmt)
+            if owner is None:
+                continue
+            self.found = True
+            if _calls_parser(updated_node) and not isinstance(stmt, cst.Try):
+                self.report(original_node.body[index], "target-capture", Finding.ROUTED)
+                return updated_node
+            if not isinstance(stmt, cst.Try):
+                continue
+            source = _eagle_config_source(stmt)
+            if source is None:
+                raise self.fail(
+                    original_node.body[index],
+                    "eagle_config read in a form the rule does not know",
+                )
+            self.report(original_node.body[index], "target-capture", Finding.UNROUTED)
+            flag = f"{owner}.eagle_use_aux_hidden_state"
+            start = index - 1 if index > 0 and assigned(body[index - 1]) == flag else index
+            new = statements(
+                f"eagle3_draft_config = {PARSE}(\n"
+                f"    draft_hf_config={code_of(source)}\n"
+                ")\n"
+                f"{flag} = eagle3_draft_config.use_aux_hidden_state\n"
+                f"{owner}.eagle_aux_hidden_state_layer_ids = (\n"
+                "    eagle3_draft_config.aux_hidden_state_layer_ids\n"
+                ")\n",
+                self.column_of(original_node.body[index]),
+            )
+            new[0] = new[0].with_changes(leading_lines=body[start].leading_lines)
+            body[start : index + 1] = new
+            return updated_node.with_changes(body=body)
+        return updated_node
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        scope = self.scope
+        updated_node = super().leave_FunctionDef(original_node, updated_node)
+        if scope == TARGET_CAPTURE[1] and not self.found:
+            raise self.fail(
+                original_node, f"{scope}: the target's eagle_config parsing was not found"
+            )
+        return updated_node
+
+
+def _layer_ids_owner(stmt: cst.CSTNode) -> str | None:
+    """``config`` when ``stmt`` assigns ``config.eagle_aux_hidden_state_layer_ids`` (in a
+    ``try`` too)."""
+    owner = None
+
+    def predicate(node: cst.CSTNode) -> bool:
+        nonlocal owner
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                name = dotted(target.target) or ""
+                if name.endswith(".eagle_aux_hidden_state_layer_ids"):
+                    owner = name.rsplit(".", 1)[0]
+                    return True
+        return False
+
+    _contains(stmt, predicate)
+    return owner
+
+
+class ParserImportRule(Rule):
+    """``from sglang.srt.speculative.eagle3_draft_config import parse_eagle3_draft_config``
+    where the parser is called and not imported: among the module's top-level ``sglang``
+    imports, in isort's order."""
+
+    follows_others = True
+    needles = (PARSE,)
+
+    def leave_Module(self, original_node, updated_node):
+        if not _contains(updated_node, _parse_call) or _imports_parser(updated_node):
+            return updated_node
+        body = list(updated_node.body)
+        new = statement(f"from {EAGLE3_DRAFT_CONFIG_MODULE} import {PARSE}\n")
+        position = None
+        for index, stmt in enumerate(body):
+            module = _top_level_sglang_import(stmt)
+            if module is None:
+                continue
+            if module > EAGLE3_DRAFT_CONFIG_MODULE:
+                position = index
+                break
+            position = index + 1
+        if position is None:
+            raise self.fail(original_node, "no top-level sglang import to place the parser's by")
+        body.insert(position, new)
+        return updated_node.with_changes(body=body)
+
+
+def _top_level_sglang_import(stmt: cst.CSTNode) -> str | None:
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        small = stmt.body[0]
+        if isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
+            module = dotted(small.module)
+            if module and module.startswith("sglang."):
+                return module
+    return None
+
+
+def _imports_parser(module: cst.Module) -> bool:
+    def predicate(node: cst.CSTNode) -> bool:
+        return isinstance(node, cst.ImportAlias) and dotted(node.name) == PARSE
+
+    return _contains(module, predicate)
+
+
+RULES = (AuxCountBlockRule, AuxCountFunctionRule, TargetCaptureRule, ParserImportRule)

@@ -1,0 +1,41 @@
+"""Where SGLang 0.5.23 decides how many target layers an EAGLE-3 drafter concatenates.
+
+Upstream routes every idle input and CUDA-graph buffer through its helpers in
+``speculative/eagle_utils.py``; the number of aux hidden states is still read by four rules
+of their own (``docs/release-0.5.23.md``, section 2). These are the readers the patch makes
+ask one parser; a reader the rules cannot find is reported, never skipped. Paths are relative
+to ``sglang/srt``.
+"""
+
+from __future__ import annotations
+
+from .inserted import EAGLE3_DRAFT_CONFIG, EAGLE3_DRAFT_CONFIG_FILE
+
+#: ``num_aux = getattr(<config>, "num_aux_hidden_states", None)`` and the ``if num_aux is
+#: None:`` block after it: the extend helper (the buffers' width) and the drafter's ``fc``.
+AUX_COUNT_BLOCKS = (
+    ("speculative/eagle_utils.py", "get_draft_input_from_target_hidden_dim"),
+    ("models/llama_eagle3.py", "LlamaModel.__init__"),
+)
+#: A function returning the count, read from the layer ids alone (Kimi-K2.5's drafter).
+AUX_COUNT_FUNCTIONS = (("models/kimi_k25_eagle3.py", "_get_eagle_aux_layer_count"),)
+#: What the target captures: ``try: ... eagle_config["eagle_aux_hidden_state_layer_ids"]``.
+TARGET_CAPTURE = (
+    "model_executor/model_runner_components/spec_aux_hidden_state.py",
+    "_resolve_eagle_aux_hidden_state",
+)
+
+#: No sizing site of 0.5.23 is rewritten (they all call upstream's helpers).
+SITES: tuple = ()
+
+#: Files a 0.5.23 tree must hold, and the only ones the rules read.
+SITE_FILES: tuple[str, ...] = tuple(
+    sorted(
+        {f for f, _ in AUX_COUNT_BLOCKS}
+        | {f for f, _ in AUX_COUNT_FUNCTIONS}
+        | {TARGET_CAPTURE[0]}
+    )
+)
+
+#: Modules the patch adds: ``{file relative to srt/: text}``.
+NEW_MODULES = {EAGLE3_DRAFT_CONFIG_FILE: EAGLE3_DRAFT_CONFIG}
