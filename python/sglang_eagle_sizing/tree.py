@@ -24,7 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .families import BEFORE_REFACTOR, Family, family_of_structure, family_of_version, is_tested, tested_text
+from .families import (
+    BEFORE_REFACTOR,
+    Family,
+    family_of_structure,
+    family_of_version,
+    is_tested,
+    tested_text,
+)
 from .sites import GET_CONFIG_FILES
 
 #: The SGLang release whose sites ``sites.py`` lists (the fork wheel's and the report's base).
