@@ -50,6 +50,10 @@ ORDER: tuple[str, ...] = (
     E2E_TEST,
 )
 
+#: SGLang 0.5.23's concerns (``after_refactor/``), in the order its series lands them.
+AUX_COUNT = "aux-count"
+AFTER_REFACTOR_ORDER: tuple[str, ...] = (AUX_COUNT,)
+
 #: The concerns that route sizing sites: the routing itself, then one behaviour fix each.
 SIZING_CONCERNS = (ROUTING, EXTEND_WIDTH, MULTI_LAYER_WIDTH, V2_IDLE_WIDTH, PD_STANDALONE)
 
@@ -70,9 +74,10 @@ class ConcernError(ValueError):
 
 def _known(names: Iterable[str]) -> frozenset[str]:
     names = frozenset(names)
-    unknown = sorted(names - set(ORDER))
+    known = (*ORDER, *AFTER_REFACTOR_ORDER)
+    unknown = sorted(names - set(known))
     if unknown:
-        raise ConcernError(f"unknown concern {unknown[0]!r}; known: {', '.join(ORDER)}")
+        raise ConcernError(f"unknown concern {unknown[0]!r}; known: {', '.join(known)}")
     return names
 
 

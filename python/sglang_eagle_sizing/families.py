@@ -62,8 +62,13 @@ class Family:
 
     @property
     def new_modules(self) -> dict[str, str]:
-        """Modules the patch adds to ``srt/``: ``{file: text}``."""
-        return getattr(self._sites, "NEW_MODULES", {})
+        """Modules the enabled concerns add to ``srt/``: ``{file: text}``."""
+        found = getattr(self._sites, "new_modules", None)
+        return found() if found is not None else {}
+
+    def test_files(self, files: dict[str, bytes]) -> dict[str, bytes]:
+        """Of the fork's test files (``{path: bytes}``), those the enabled concerns add."""
+        return self._sites.test_files(files)
 
     def holds(self, number: str) -> bool:
         """Whether an untested version number belongs to the family (by its release number)."""

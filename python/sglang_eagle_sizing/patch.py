@@ -56,7 +56,9 @@ def inserted_test_files(family: Family = BEFORE_REFACTOR) -> dict[str, bytes]:
         for path in sorted(folder.rglob("*.py"))
         if "__pycache__" not in path.parts and path.is_file()
     }
-    if all_enabled() or family is not BEFORE_REFACTOR:
+    if family is not BEFORE_REFACTOR:
+        return family.test_files(files)
+    if all_enabled():
         return files
     # every concern that has CPU tests enabled (a series without the GPU test): the whole folder
     whole_cpu_tests = all(enabled(c) for c in concerns.ORDER if c != E2E_TEST)

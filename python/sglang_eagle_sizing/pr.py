@@ -24,6 +24,7 @@ from pathlib import Path
 
 from . import concerns, series
 from .engine import Finding, FindingsCache, default_cache_dir
+from .families import BEFORE_REFACTOR
 from .patch import SITE_LABELS, TreeReport, check_tree, rewrite_tree
 from .sites import SITES, Site
 from .tree import TreeError, display
@@ -34,6 +35,8 @@ HELP = (
 )
 
 OK, ERROR = 0, 2
+#: the cover letter's title for SGLang 0.5.23's series
+AFTER_REFACTOR_TITLE = "[Spec] EAGLE-3: one reading of the drafter for capture, fc and buffers"
 #: the most characters the cover letter may have (a GitHub PR description takes 65,536)
 COVER_LIMIT = 60_000
 
@@ -255,7 +258,7 @@ def diffstat(report: TreeReport) -> str:
     rows = []
     for result in report.changed:
         rows.append((report.tree.key(result.file), result.old_text, result.new_text))
-    for key, data in report.tests_to_add.items():
+    for key, data in report._added().items():
         rows.append((key, "", data.decode("utf-8")))
     lines = []
     for key, old, new in sorted(rows):
@@ -266,18 +269,44 @@ def diffstat(report: TreeReport) -> str:
     return _fenced("\n".join(lines) + "\n", "")
 
 
+def _after_refactor_pull_request(report: TreeReport, written, with_diff: bool) -> str:
+    """0.5.23's cover letter: each patch's description, then the files it touches."""
+    if len(written) == 1:
+        sections = [[f"# {written[0].subject}", "", written[0].body]]
+    else:
+        sections = [[f"# {AFTER_REFACTOR_TITLE}"]]
+        for number, patch in enumerate(written, start=1):
+            sections.append([f"## {number}. {patch.subject}", "", _demoted(patch.body)])
+    files = len(report.changed) + len(report.modules_to_add) + len(report.tests_to_add)
+    sections.append(
+        [
+            "## The diff" if len(written) == 1 else "## The diff of the series",
+            "",
+            f"{files} files.",
+            "",
+            diffstat(report).rstrip("\n"),
+        ]
+    )
+    cover = "\n\n".join("\n".join(section).rstrip("\n") for section in sections) + "\n"
+    if with_diff:
+        cover += "\n" + _fenced(report.diff(), "diff")
+    return cover
+
+
 def pull_request(tree, gpu_test: bool = False, with_diff: bool = False) -> str:
     """The cover letter (the files and their line counts, not the diff: it would not fit a
     pull request's description), then with ``with_diff`` the whole diff (against the release
     tag on a patched checkout); the GPU end-to-end test only with ``gpu_test``."""
     release = series.release_of(tree)
-    written = series.patches(gpu_test)
+    written = series.patches(gpu_test, tree.family)
     with concerns.only(p.concern for p in written):
         report: TreeReport = rewrite_tree(release)
     if report.unknown or report.missing:
         raise PrError(f"{display(tree.srt)}: sizing sites the rules cannot handle; run check")
-    if not report.changed and not report.tests_to_add:
+    if not report.changed and not report.tests_to_add and not report.modules_to_add:
         raise PrError(f"{display(tree.srt)}: nothing to change")
+    if tree.family is not BEFORE_REFACTOR:
+        return _after_refactor_pull_request(report, written, with_diff)
     changes = site_changes(check_tree(release, FindingsCache(default_cache_dir())).findings)
     files = {c.site.file for c in changes}
     sections = [

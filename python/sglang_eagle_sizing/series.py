@@ -24,6 +24,7 @@ from .engine import (
     git_header,
     unified_diff,
 )
+from .families import BEFORE_REFACTOR, Family
 from .fork_test_slices import CPU_TEST_DIR, TEST_CONCERNS
 from .patch import TreeReport, check_tree, rewrite_tree
 from .tree import SglangTree, TreeError, _git
@@ -789,9 +790,14 @@ assert tuple(p.concern for p in PATCHES) == concerns.ORDER
 assert PATCHES[-1].concern == concerns.E2E_TEST
 
 
-def patches(gpu_test: bool = False) -> tuple[Patch, ...]:
+def patches(gpu_test: bool = False, family: Family = BEFORE_REFACTOR) -> tuple[Patch, ...]:
     """The patches ``pr`` writes: every concern but the GPU end-to-end test, which has never
-    run (no GPU here); ``gpu_test`` (``pr --with-gpu-test``) adds it as the last patch."""
+    run (no GPU here); ``gpu_test`` (``pr --with-gpu-test``) adds it as the last patch.
+    ``family``: the release family's series (0.5.23's has no GPU test)."""
+    if family is not BEFORE_REFACTOR:
+        from .after_refactor.series import PATCHES as after_refactor
+
+        return after_refactor
     return PATCHES if gpu_test else PATCHES[:-1]
 
 
@@ -843,6 +849,7 @@ def release_of(tree: SglangTree) -> SglangTree:
 
 def _texts(report: TreeReport) -> dict[str, str]:
     texts = {report.tree.key(r.file): r.new_text for r in report.results}
+    texts.update({k: v.decode("utf-8") for k, v in report.modules_to_add.items()})
     texts.update({k: v.decode("utf-8") for k, v in report.tests_to_add.items()})
     return texts
 
@@ -893,7 +900,8 @@ def steps(tree: SglangTree, gpu_test: bool = False, progress=None) -> list[Step]
     before it and with it. ``progress``: called with (patch number, patches, subject) before
     each is computed."""
     release = release_of(tree)
-    written = patches(gpu_test)
+    written = patches(gpu_test, tree.family)
+    every = patches(True, tree.family)
     if progress:
         progress(0, len(written), "the whole change")
     whole = rewrite_tree(release)
@@ -902,12 +910,12 @@ def steps(tree: SglangTree, gpu_test: bool = False, progress=None) -> list[Step]
     before: dict[str, str] = {}
     out = []
     for count, patch in enumerate(written, start=1):
-        if count == len(PATCHES):
+        if count == len(every):
             report = whole
         else:
             if progress:
                 progress(count, len(written), patch.subject)
-            with concerns.only(concerns.prefix(count)):
+            with concerns.only(p.concern for p in written[:count]):
                 report = rewrite_tree(release)
         after = _texts(report)
         step = Step(patch)

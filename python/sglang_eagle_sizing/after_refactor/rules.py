@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from .. import concerns
 from ..engine import Finding, RewriteError, Rule
 from ..rules.aux_flag import _contains, _eagle_config_source, assigned
 from ..syntax import code_of, dotted, statement, statements
@@ -60,6 +61,7 @@ class AuxCountBlockRule(_ScopedRule):
     """``num_aux = getattr(<config>, "num_aux_hidden_states", None)`` and the ``if num_aux is
     None:`` block that falls back on the layer ids become one call of the parser."""
 
+    concerns = (concerns.AUX_COUNT,)
     places = AUX_COUNT_BLOCKS
     files = frozenset(f for f, _ in AUX_COUNT_BLOCKS)
     needles = ("num_aux_hidden_states",)
@@ -151,6 +153,7 @@ class AuxCountFunctionRule(_ScopedRule):
     """A function that counts the layer ids itself returns the parser's count (its
     docstring kept)."""
 
+    concerns = (concerns.AUX_COUNT,)
     places = AUX_COUNT_FUNCTIONS
     files = frozenset(f for f, _ in AUX_COUNT_FUNCTIONS)
     needles = ("eagle_aux_hidden_state_layer_ids", PARSE)
@@ -199,6 +202,7 @@ class TargetCaptureRule(_ScopedRule):
     """The target captures what the parser reads: the ``= True`` default and the
     ``try: eagle_config.get(...) ... except Exception:`` after it become three lines."""
 
+    concerns = (concerns.AUX_COUNT,)
     places = (TARGET_CAPTURE,)
     files = frozenset({TARGET_CAPTURE[0]})
     needles = ("eagle_aux_hidden_state_layer_ids",)

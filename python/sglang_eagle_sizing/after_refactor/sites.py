@@ -9,6 +9,7 @@ to ``sglang/srt``.
 
 from __future__ import annotations
 
+from .. import concerns
 from .inserted import EAGLE3_DRAFT_CONFIG, EAGLE3_DRAFT_CONFIG_FILE
 
 #: ``num_aux = getattr(<config>, "num_aux_hidden_states", None)`` and the ``if num_aux is
@@ -37,5 +38,23 @@ SITE_FILES: tuple[str, ...] = tuple(
     )
 )
 
-#: Modules the patch adds: ``{file relative to srt/: text}``.
-NEW_MODULES = {EAGLE3_DRAFT_CONFIG_FILE: EAGLE3_DRAFT_CONFIG}
+#: Modules the patch adds: ``{file relative to srt/: (its concern, its text)}``.
+NEW_MODULES = {EAGLE3_DRAFT_CONFIG_FILE: (concerns.AUX_COUNT, EAGLE3_DRAFT_CONFIG)}
+
+#: The fork's tests, by the concern whose patch adds them (paths from the checkout root).
+UNIT_TESTS = "test/registered/unit/speculative/"
+TEST_CONCERNS = {UNIT_TESTS + "test_eagle3_draft_config.py": concerns.AUX_COUNT}
+
+
+def new_modules() -> dict[str, str]:
+    """The modules the enabled concerns add."""
+    return {f: text for f, (c, text) in NEW_MODULES.items() if concerns.enabled(c)}
+
+
+def test_files(files: dict[str, bytes]) -> dict[str, bytes]:
+    """Of the fork's tests, those the enabled concerns add (a file no concern owns: none)."""
+    return {
+        key: data
+        for key, data in files.items()
+        if key in TEST_CONCERNS and concerns.enabled(TEST_CONCERNS[key])
+    }

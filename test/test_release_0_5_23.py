@@ -1,0 +1,133 @@
+"""SGLang 0.5.23, the release family after upstream's refactor (``after_refactor/``), on a git
+checkout tagged v0.5.23 made from the release wheel: ``check`` lists the four readers of the
+EAGLE-3 aux-layer count, ``apply`` makes them ask one parser, ``check`` then exits 0 and
+``revert`` gives back every byte; ``pr --series`` + ``git am`` gives ``apply``'s tree; the
+fork's test passes on the patched tree in 0.5.23's own environment (``.venv-0.5.23``, made by
+scripts/setup.sh) and fails when any one reader is put back."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import git, git_status, make_checkout
+from conftest import run_cli as run
+from conftest import tree_digest as digest
+from sglang_eagle_sizing import families
+from sglang_eagle_sizing.after_refactor import sites
+from sglang_eagle_sizing.tree import SglangTree
+from sglang_eagle_sizing.wheel import cached_release_wheel
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON_0_5_23 = ROOT / ".venv-0.5.23" / "bin" / "python"
+READERS = [
+    "python/sglang/srt/" + f
+    for f in sorted({f for f, _ in (*sites.AUX_COUNT_BLOCKS, *sites.AUX_COUNT_FUNCTIONS)})
+    + [sites.TARGET_CAPTURE[0]]
+]
+UNIT_TEST = next(iter(sites.TEST_CONCERNS))
+
+
+@pytest.fixture(scope="session")
+def release_0_5_23(tmp_path_factory) -> Path:
+    """The 0.5.23 wheel's ``sglang`` package, unpacked once."""
+    folder = tmp_path_factory.mktemp("release-0.5.23")
+    with zipfile.ZipFile(cached_release_wheel("0.5.23")) as wheel:
+        wheel.extractall(folder, [n for n in wheel.namelist() if n.startswith("sglang/")])
+    return folder / "sglang"
+
+
+@pytest.fixture
+def fork(release_0_5_23, tmp_path) -> Path:
+    return make_checkout(release_0_5_23, tmp_path / "fork", "v0.5.23")
+
+
+def test_a_tree_belongs_to_its_release_family(release_0_5_23):
+    tree = SglangTree.locate(release_0_5_23)
+    assert tree.family is families.AFTER_REFACTOR
+    assert families.family_of_version("0.5.11.post1") is families.BEFORE_REFACTOR
+    assert families.family_of_version("0.5.17") is families.AFTER_REFACTOR
+    assert families.family_of_structure(release_0_5_23 / "srt") is families.AFTER_REFACTOR
+
+
+def test_check_apply_check_revert(fork):
+    before = digest(fork)
+    code, out, err = run("check", str(fork))
+    assert code == 1, err
+    listed = sorted(
+        os.path.relpath(line.split()[0].split(":")[0], fork) for line in out.splitlines()
+    )
+    assert listed == sorted(
+        [*READERS, "python/sglang/srt/speculative/eagle3_draft_config.py", UNIT_TEST]
+    ), out
+    assert "SGLang 0.5.23 (git tag v0.5.23)" in err
+    assert run("apply", str(fork))[0] == 0
+    assert sorted(line[3:] for line in git_status(fork)) == sorted(
+        [*READERS, "python/sglang/srt/speculative/eagle3_draft_config.py", UNIT_TEST]
+    )
+    code, out, err = run("check", str(fork))
+    assert (code, out) == (0, ""), err
+    assert run("revert", str(fork))[0] == 0
+    assert digest(fork) == before
+    assert git_status(fork) == []
+
+
+def test_an_untested_release_after_the_refactor_proceeds_on_structure(fork):
+    git(fork, "commit", "-q", "--allow-empty", "-m", "merge upstream 0.5.24")
+    git(fork, "tag", "v0.5.24")
+    code, _, err = run("check", str(fork))
+    assert code == 2 and "only 0.5.9, 0.5.10, 0.5.10.post1, 0.5.11 and 0.5.23" in err
+    code, _, err = run("check", "--allow-untested-version", str(fork))
+    assert code == 1 and "warning: SGLang 0.5.24 (git tag v0.5.24)" in err
+
+
+def test_a_reader_the_rules_do_not_know_is_reported(fork):
+    helper = fork / "python/sglang/srt/speculative/eagle_utils.py"
+    text = helper.read_text()
+    helper.write_text(text.replace("    if num_aux is None:\n", "    if not num_aux:\n"))
+    before = digest(fork)
+    code, out, err = run("apply", str(fork))
+    assert (code, out) == (2, "")
+    assert "eagle_utils.py:" in err and "num_aux" in err, err
+    assert digest(fork) == before
+
+
+def test_git_am_of_the_series_gives_the_tree_apply_writes(fork, tmp_path):
+    folder = tmp_path / "series"
+    code, out, err = run("pr", "--series", str(folder), "--author", "A <a@example.com>", str(fork))
+    assert code == 0, err
+    git(fork, "am", "--keep-non-patch", *out.split())
+    series_tree = git(fork, "rev-parse", "HEAD^{tree}").strip()
+    git(fork, "reset", "-q", "--hard", "HEAD~1")
+    assert run("apply", str(fork))[0] == 0
+    git(fork, "add", "-A")
+    assert git(fork, "write-tree").strip() == series_tree
+
+
+def _fork_test(fork: Path) -> subprocess.CompletedProcess:
+    assert PYTHON_0_5_23.exists(), "no .venv-0.5.23: run scripts/setup.sh"
+    env = {**os.environ, "PYTHONPATH": str(fork / "python")}
+    return subprocess.run(
+        [str(PYTHON_0_5_23), str(fork / UNIT_TEST)],
+        cwd=fork, env=env, capture_output=True, text=True, timeout=600,
+    )
+
+
+def test_the_fork_test_passes_and_fails_with_any_reader_put_back(fork):
+    assert run("apply", str(fork))[0] == 0
+    result = _fork_test(fork)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Ran 10 tests" in result.stderr
+    for reader in READERS:
+        patched = (fork / reader).read_text()
+        original = git(fork, "show", f"HEAD:{reader}")
+        (fork / reader).write_text(original)
+        try:
+            result = _fork_test(fork)
+        finally:
+            (fork / reader).write_text(patched)
+        assert result.returncode != 0, f"{reader} put back: the fork test still passes"
+        assert "num_aux_hidden_states=4" in result.stderr or "!= " in result.stderr
