@@ -8,6 +8,7 @@ scripts/setup.sh) and fails when any one reader is put back."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import zipfile
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from conftest import git, git_status, make_checkout
 from conftest import run_cli as run
 from conftest import tree_digest as digest
+from support.mutants_0_5_23 import MUTANTS
 from sglang_eagle_sizing import families
 from sglang_eagle_sizing.after_refactor import sites
 from sglang_eagle_sizing.tree import SglangTree
@@ -28,7 +30,8 @@ READERS = [
     for f in sorted({f for f, _ in (*sites.AUX_COUNT_BLOCKS, *sites.AUX_COUNT_FUNCTIONS)})
     + [sites.TARGET_CAPTURE[0]]
 ]
-UNIT_TEST = next(iter(sites.TEST_CONCERNS))
+TEST_FILES = list(sites.TEST_CONCERNS)
+UNIT_TESTS = [f for f in TEST_FILES if f.rsplit("/", 1)[-1].startswith("test_")]
 
 
 @pytest.fixture(scope="session")
@@ -58,15 +61,15 @@ def test_check_apply_check_revert(fork):
     code, out, err = run("check", str(fork))
     assert code == 1, err
     listed = sorted(
-        os.path.relpath(line.split()[0].split(":")[0], fork) for line in out.splitlines()
+        {os.path.relpath(line.split()[0].split(":")[0], fork) for line in out.splitlines()}
     )
     assert listed == sorted(
-        [*READERS, "python/sglang/srt/speculative/eagle3_draft_config.py", UNIT_TEST]
+        [*READERS, "python/sglang/srt/speculative/eagle3_draft_config.py", *TEST_FILES]
     ), out
     assert "SGLang 0.5.23 (git tag v0.5.23)" in err
     assert run("apply", str(fork))[0] == 0
     assert sorted(line[3:] for line in git_status(fork)) == sorted(
-        [*READERS, "python/sglang/srt/speculative/eagle3_draft_config.py", UNIT_TEST]
+        [*READERS, "python/sglang/srt/speculative/eagle3_draft_config.py", *TEST_FILES]
     )
     code, out, err = run("check", str(fork))
     assert (code, out) == (0, ""), err
@@ -101,33 +104,49 @@ def test_git_am_of_the_series_gives_the_tree_apply_writes(fork, tmp_path):
     assert code == 0, err
     git(fork, "am", "--keep-non-patch", *out.split())
     series_tree = git(fork, "rev-parse", "HEAD^{tree}").strip()
-    git(fork, "reset", "-q", "--hard", "HEAD~1")
+    git(fork, "reset", "-q", "--hard", "v0.5.23")
     assert run("apply", str(fork))[0] == 0
     git(fork, "add", "-A")
     assert git(fork, "write-tree").strip() == series_tree
 
 
-def _fork_test(fork: Path) -> subprocess.CompletedProcess:
+def _fork_test(fork: Path, test: str) -> subprocess.CompletedProcess:
+    """``python3 <test file>`` as a fork runs it, in 0.5.23's environment."""
     assert PYTHON_0_5_23.exists(), "no .venv-0.5.23: run scripts/setup.sh"
     env = {**os.environ, "PYTHONPATH": str(fork / "python")}
     return subprocess.run(
-        [str(PYTHON_0_5_23), str(fork / UNIT_TEST)],
+        [str(PYTHON_0_5_23), str(fork / test)],
         cwd=fork, env=env, capture_output=True, text=True, timeout=600,
     )
 
 
-def test_the_fork_test_passes_and_fails_with_any_reader_put_back(fork):
+@pytest.fixture(scope="module")
+def patched_0_5_23(release_0_5_23, tmp_path_factory) -> Path:
+    """A v0.5.23 checkout with the patch applied and committed (a mutant is undone with
+    ``git checkout``)."""
+    fork = make_checkout(release_0_5_23, tmp_path_factory.mktemp("patched") / "fork", "v0.5.23")
     assert run("apply", str(fork))[0] == 0
-    result = _fork_test(fork)
+    git(fork, "add", "-A")
+    git(fork, "commit", "-q", "-m", "apply")
+    return fork
+
+
+@pytest.mark.parametrize("test", UNIT_TESTS, ids=lambda t: t.rsplit("/", 1)[-1])
+def test_each_fork_test_passes_on_the_patched_tree(patched_0_5_23, test):
+    result = _fork_test(patched_0_5_23, test)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "Ran 10 tests" in result.stderr
-    for reader in READERS:
-        patched = (fork / reader).read_text()
-        original = git(fork, "show", f"HEAD:{reader}")
-        (fork / reader).write_text(original)
-        try:
-            result = _fork_test(fork)
-        finally:
-            (fork / reader).write_text(patched)
-        assert result.returncode != 0, f"{reader} put back: the fork test still passes"
-        assert "num_aux_hidden_states=4" in result.stderr or "!= " in result.stderr
+    assert re.search(r"^Ran [1-9]\d* tests?", result.stderr, re.M), result.stderr[-500:]
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_each_mutant_is_killed_by_its_fork_test(patched_0_5_23, mutant):
+    """``mutant.apply`` puts back a rule of the release's on the patched tree (its file at the
+    release tag, ``HEAD~1``) or undoes a check: the named fork test must fail."""
+    try:
+        mutant.apply(patched_0_5_23)
+        assert git_status(patched_0_5_23), "the mutant changed nothing"
+        result = _fork_test(patched_0_5_23, mutant.killed_by)
+    finally:
+        git(patched_0_5_23, "checkout", "-q", "--", ".")
+    assert result.returncode != 0, f"{mutant.name}: {mutant.killed_by} still passes"
+    assert re.search(r"^(FAIL|ERROR): test_", result.stderr, re.M), result.stderr[-2000:]

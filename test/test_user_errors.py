@@ -434,7 +434,7 @@ def test_the_fix_hint_names_the_tool_as_it_was_run(tmp_path, monkeypatch):
 # -- another version ------------------------------------------------------------------
 def test_the_untested_version_warning_comes_before_the_refusal_of_upstreams_refactor(work):
     """A checkout of a later release that carries upstream's own ``hidden_size_for`` (0.5.12+;
-    here 0.5.23, made from 0.5.11 by adding the classmethod): with the flag, the promised
+    here 0.5.12, made from 0.5.11 by adding the classmethod): with the flag, the promised
     ``warning:`` line, then the refusal, both with relative paths."""
     info = work / "python/sglang/srt/speculative/eagle_info.py"
     text = info.read_text()
@@ -447,17 +447,17 @@ def test_the_untested_version_warning_comes_before_the_refusal_of_upstreams_refa
         + text[body:]
     )
     info.write_text(text)
-    git(work, "commit", "-q", "-am", "upstream 0.5.23")
-    git(work, "tag", "v0.5.23")
+    git(work, "commit", "-q", "-am", "upstream 0.5.12")
+    git(work, "tag", "v0.5.12")
     code, out, err = _run("apply", "--allow-untested-version", ".")
     assert (code, out) == (2, "")
     warning, refusal = err.splitlines()
     assert warning == (
-        "warning: SGLang 0.5.23 (git tag v0.5.23): only 0.5.9, 0.5.10, 0.5.10.post1 and "
-        "0.5.11 are tested; proceeding on structure (--allow-untested-version)"
+        "warning: SGLang 0.5.12 (git tag v0.5.12): only 0.5.9, 0.5.10, 0.5.10.post1, "
+        "0.5.11 and 0.5.23 are tested; proceeding on structure (--allow-untested-version)"
     )
     assert refusal.startswith(
-        "error: python/sglang: SGLang 0.5.23 (git tag v0.5.23) already carries upstream's "
+        "error: python/sglang: SGLang 0.5.12 (git tag v0.5.12) already carries upstream's "
         "own version of this refactor (EagleDraftInput.hidden_size_for at "
         "python/sglang/srt/speculative/eagle_info.py:"
     ), refusal

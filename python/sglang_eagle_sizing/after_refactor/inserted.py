@@ -109,3 +109,48 @@ def parse_eagle3_draft_config(*, draft_hf_config: Any) -> Eagle3DraftConfig:
         num_aux_hidden_states=num_aux_hidden_states,
     )
 '''
+
+#: Appended to ``EAGLE3_DRAFT_CONFIG`` by the ``draft-check`` concern.
+VALIDATE = "validate_eagle3_draft_config"
+EAGLE3_DRAFT_CHECK = '''
+
+def validate_eagle3_draft_config(
+    draft_config: Eagle3DraftConfig, *, draft_hf_config: Any, target_hf_config: Any
+) -> None:
+    """Refuse an EAGLE-3 drafter its target cannot feed, before any weights load.
+
+    Layer id k captures the output of target layer k, i.e. the input of layer k + 1,
+    so the last layer's output (the final hidden state) is never captured.
+    """
+    if not draft_config.use_aux_hidden_state:
+        return
+    target_hidden_size = target_hf_config.hidden_size
+    hidden_size_in = getattr(draft_hf_config, "target_hidden_size", None)
+    if hidden_size_in is None and draft_hf_config.hidden_size != target_hidden_size:
+        raise _invalid(
+            draft_hf_config,
+            "hidden_size",
+            draft_hf_config.hidden_size,
+            f"{target_hidden_size}, the target's hidden size (or a "
+            "target_hidden_size key saying the drafter's fc reads it)",
+        )
+    if hidden_size_in is not None and hidden_size_in != target_hidden_size:
+        raise _invalid(
+            draft_hf_config,
+            "target_hidden_size",
+            hidden_size_in,
+            f"{target_hidden_size}, the target's hidden size",
+        )
+    layer_ids = draft_config.aux_hidden_state_layer_ids
+    num_layers = target_hf_config.num_hidden_layers * getattr(
+        target_hf_config, "num_loops", 1
+    )
+    if layer_ids is not None and max(layer_ids) > num_layers - 2:
+        raise _invalid(
+            draft_hf_config,
+            _LAYER_IDS_KEY,
+            layer_ids,
+            f"ids up to {num_layers - 2}: the target has {num_layers} layers and the "
+            f"output of its last one, {num_layers - 1}, is not captured",
+        )
+'''

@@ -16,7 +16,7 @@ from .. import concerns
 from ..engine import Finding, RewriteError, Rule
 from ..rules.aux_flag import _contains, _eagle_config_source, assigned
 from ..syntax import code_of, dotted, statement, statements
-from .inserted import EAGLE3_DRAFT_CONFIG_MODULE, PARSE
+from .inserted import EAGLE3_DRAFT_CONFIG_MODULE, PARSE, VALIDATE
 from .sites import AUX_COUNT_BLOCKS, AUX_COUNT_FUNCTIONS, TARGET_CAPTURE
 
 LABEL = "aux-count"
@@ -278,32 +278,140 @@ def _layer_ids_owner(stmt: cst.CSTNode) -> str | None:
     return owner
 
 
+class DraftCheckRule(_ScopedRule):
+    """The target checks the drafter it captures for, right after parsing its config
+    (before any weights load): ``validate_eagle3_draft_config``."""
+
+    concerns = (concerns.DRAFT_CHECK,)
+    places = (TARGET_CAPTURE,)
+    files = frozenset({TARGET_CAPTURE[0]})
+    needles = ("eagle_aux_hidden_state_layer_ids",)
+
+    def __init__(self, file: str):
+        super().__init__(file)
+        self.found = False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool | None:
+        super().visit_FunctionDef(node)
+        if self.scope == TARGET_CAPTURE[1]:
+            names = {p.name.value for p in (*node.params.params, *node.params.kwonly_params)}
+            if TARGET_MODEL_CONFIG not in names:
+                raise self.fail(node, f"{self.scope}: no {TARGET_MODEL_CONFIG} parameter")
+        return True
+
+    def leave_IndentedBlock(self, original_node, updated_node):
+        if self.scope != TARGET_CAPTURE[1]:
+            return updated_node
+        body = list(updated_node.body)
+        for index, stmt in enumerate(body):
+            if _contains(stmt, _validate_call):
+                self.found = True
+                self.report(original_node.body[min(index, len(original_node.body) - 1)], LABEL_CHECK, Finding.ROUTED)
+                return updated_node
+        for index, stmt in enumerate(body):
+            parsed = _parsed_into(stmt)
+            if parsed is None and not (
+                isinstance(stmt, cst.Try) and _layer_ids_owner(stmt) is not None
+            ):
+                continue
+            self.found = True
+            if index < len(original_node.body):
+                self.report(original_node.body[index], LABEL_CHECK, Finding.UNROUTED)
+            if parsed is None:  # the check pass: the capture is not parsed yet
+                return updated_node
+            name, source = parsed
+            new = statement(
+                f"{VALIDATE}(\n"
+                f"    {name},\n"
+                f"    draft_hf_config={source},\n"
+                f"    target_hf_config={TARGET_MODEL_CONFIG}.hf_text_config,\n"
+                ")\n",
+                self.column_of(original_node) + 4,
+            )
+            body.insert(index + 1, new)
+            return updated_node.with_changes(body=body)
+        return updated_node
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        scope = self.scope
+        updated_node = super().leave_FunctionDef(original_node, updated_node)
+        if scope == TARGET_CAPTURE[1] and not self.found:
+            raise self.fail(original_node, f"{scope}: the drafter's config was not found")
+        return updated_node
+
+
+LABEL_CHECK = "draft-check"
+TARGET_MODEL_CONFIG = "model_config"
+
+
+def _validate_call(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Call) and dotted(node.func) == VALIDATE
+
+
+def _parsed_into(stmt: cst.CSTNode) -> tuple[str, str] | None:
+    """(``name``, ``<config>``) for ``name = parse_eagle3_draft_config(draft_hf_config=<config>)``."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
+        return None
+    small = stmt.body[0]
+    if (
+        isinstance(small, cst.Assign)
+        and len(small.targets) == 1
+        and isinstance(small.targets[0].target, cst.Name)
+        and _parse_call(small.value)
+        and small.value.args
+    ):
+        return small.targets[0].target.value, code_of(small.value.args[0].value)
+    return None
+
+
 class ParserImportRule(Rule):
-    """``from sglang.srt.speculative.eagle3_draft_config import parse_eagle3_draft_config``
-    where the parser is called and not imported: among the module's top-level ``sglang``
-    imports, in isort's order."""
+    """``from sglang.srt.speculative.eagle3_draft_config import ...`` what the module calls
+    of it and does not import: added to that import, else a new one among the module's
+    top-level ``sglang`` imports, in isort's order."""
 
     follows_others = True
     needles = (PARSE,)
 
     def leave_Module(self, original_node, updated_node):
-        if not _contains(updated_node, _parse_call) or _imports_parser(updated_node):
-            return updated_node
+        used = {name for name in PROVIDED if _contains(updated_node, _calls_to(name))}
         body = list(updated_node.body)
-        new = statement(f"from {EAGLE3_DRAFT_CONFIG_MODULE} import {PARSE}\n")
         position = None
         for index, stmt in enumerate(body):
             module = _top_level_sglang_import(stmt)
+            if module == EAGLE3_DRAFT_CONFIG_MODULE:
+                imported = {dotted(a.name) for a in stmt.body[0].names}
+                if used <= imported:
+                    return updated_node
+                body[index] = _import(used | imported).with_changes(
+                    leading_lines=stmt.leading_lines
+                )
+                return updated_node.with_changes(body=body)
             if module is None:
                 continue
             if module > EAGLE3_DRAFT_CONFIG_MODULE:
-                position = index
+                position = index if position is None or position <= index else position
                 break
             position = index + 1
+        if not used:
+            return updated_node
         if position is None:
             raise self.fail(original_node, "no top-level sglang import to place the parser's by")
-        body.insert(position, new)
+        body.insert(position, _import(used))
         return updated_node.with_changes(body=body)
+
+
+PROVIDED = (PARSE, VALIDATE)
+
+
+def _calls_to(name: str):
+    def predicate(node: cst.CSTNode) -> bool:
+        return isinstance(node, cst.Call) and dotted(node.func) == name
+
+    return predicate
+
+
+def _import(names: set[str]) -> cst.BaseStatement:
+    return statement(f"from {EAGLE3_DRAFT_CONFIG_MODULE} import {', '.join(sorted(names))}\n")
 
 
 def _top_level_sglang_import(stmt: cst.CSTNode) -> str | None:
@@ -316,11 +424,10 @@ def _top_level_sglang_import(stmt: cst.CSTNode) -> str | None:
     return None
 
 
-def _imports_parser(module: cst.Module) -> bool:
-    def predicate(node: cst.CSTNode) -> bool:
-        return isinstance(node, cst.ImportAlias) and dotted(node.name) == PARSE
-
-    return _contains(module, predicate)
-
-
-RULES = (AuxCountBlockRule, AuxCountFunctionRule, TargetCaptureRule, ParserImportRule)
+RULES = (
+    AuxCountBlockRule,
+    AuxCountFunctionRule,
+    TargetCaptureRule,
+    DraftCheckRule,
+    ParserImportRule,
+)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from .. import concerns
 from ..series import Patch
 
-UNIT_TEST = "test/registered/unit/speculative/test_eagle3_draft_config.py"
+TESTS = "test/registered/unit/speculative/eagle3_draft/"
+UNIT_TEST = TESTS + "test_aux_layer_count.py"
 
 PATCHES: tuple[Patch, ...] = (
     Patch(
@@ -63,6 +64,53 @@ gets a 4-wide `fc` fed 3 layers. Reproduced on the CPU with a 4-layer Llama targ
 `{UNIT_TEST}` (CPU): the parser, and the four readers on one drafter config each for ids at
 the top level, in `eagle_config`, none, and a disagreeing `num_aux_hidden_states`. Putting
 back any one reader's own rule fails it. No GPU was used.
+""",
+    ),
+)
+
+PATCHES += (
+    Patch(
+        concerns.DRAFT_CHECK,
+        "[Spec] Check the EAGLE-3 drafter against its target before any weights load",
+        f"""\
+## Motivation
+
+Nothing checks an EAGLE-3 drafter against its target before the weights load (the one
+drafter check at start-up is IQuest-Q1 MTP's, in `_handle_iquest_q1_mtp_draft`), and the aux
+layer ids are never range-checked (`--return-aux-hidden-state-layer-ids` is, in
+`_check_capture_layer_ids_in_range`):
+
+- a layer id naming the target's last layer is never captured: `set_eagle3_layers_to_capture`
+  captures the input of layer `id + 1`, which does not exist, so the first request fails in
+  `fc` (on a Qwen2/Qwen3-MoE target `set_eagle3_layers_to_capture` indexes past the layers
+  at start-up instead);
+- a drafter trained for another target width (`target_hidden_size`) fails at the first
+  request in `fc`, or while its weights load;
+- a drafter without `target_hidden_size` is sized by its own `hidden_size`
+  (`get_draft_input_from_target_hidden_dim`, `LlamaModel.__init__`), which is only right
+  when it equals the target's.
+
+## Modifications
+
+`validate_eagle3_draft_config` in `speculative/eagle3_draft_config.py`, called by
+`_resolve_eagle_aux_hidden_state` right after it parses the drafter's config: the target's
+start-up, before the target or the drafter loads any weights. Each refusal is a `ValueError`
+naming the key, its value and what the target expects. Loop models count
+`num_hidden_layers * num_loops` layers, as `_check_capture_layer_ids_in_range` does.
+
+## Behaviour changes
+
+Drafters that would fail later (at the first request, or while loading weights) now fail at
+start-up with a message naming the key. A drafter with `use_aux_hidden_state: false` is not
+checked for aux hidden states.
+
+## Tests
+
+`{TESTS}test_draft_check.py` (CPU, through `_resolve_eagle_aux_hidden_state` on a tiny Llama
+target and drafter written as config folders): ids up to the last layer but one served, the
+last layer refused, a wrong `target_hidden_size` refused, a drafter narrower than its target
+without `target_hidden_size` refused. Removing the call, or allowing the last layer, fails
+it. No GPU was used.
 """,
     ),
 )

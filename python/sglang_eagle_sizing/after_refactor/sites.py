@@ -10,7 +10,7 @@ to ``sglang/srt``.
 from __future__ import annotations
 
 from .. import concerns
-from .inserted import EAGLE3_DRAFT_CONFIG, EAGLE3_DRAFT_CONFIG_FILE
+from .inserted import EAGLE3_DRAFT_CHECK, EAGLE3_DRAFT_CONFIG, EAGLE3_DRAFT_CONFIG_FILE
 
 #: ``num_aux = getattr(<config>, "num_aux_hidden_states", None)`` and the ``if num_aux is
 #: None:`` block after it: the extend helper (the buffers' width) and the drafter's ``fc``.
@@ -38,17 +38,33 @@ SITE_FILES: tuple[str, ...] = tuple(
     )
 )
 
-#: Modules the patch adds: ``{file relative to srt/: (its concern, its text)}``.
-NEW_MODULES = {EAGLE3_DRAFT_CONFIG_FILE: (concerns.AUX_COUNT, EAGLE3_DRAFT_CONFIG)}
+#: Modules the patch adds: ``{file relative to srt/: its parts}``, each part ``(the concern
+#: that writes it, its text)``; the first part's concern adds the module.
+NEW_MODULES = {
+    EAGLE3_DRAFT_CONFIG_FILE: (
+        (concerns.AUX_COUNT, EAGLE3_DRAFT_CONFIG),
+        (concerns.DRAFT_CHECK, EAGLE3_DRAFT_CHECK),
+    )
+}
 
-#: The fork's tests, by the concern whose patch adds them (paths from the checkout root).
-UNIT_TESTS = "test/registered/unit/speculative/"
-TEST_CONCERNS = {UNIT_TESTS + "test_eagle3_draft_config.py": concerns.AUX_COUNT}
+#: The fork's tests, by the concern whose patch adds them (paths from the checkout root): one
+#: folder, its harness (``common.py``) added with the first patch.
+UNIT_TESTS = "test/registered/unit/speculative/eagle3_draft/"
+TEST_CONCERNS = {
+    UNIT_TESTS + "__init__.py": concerns.AUX_COUNT,
+    UNIT_TESTS + "common.py": concerns.AUX_COUNT,
+    UNIT_TESTS + "test_aux_layer_count.py": concerns.AUX_COUNT,
+    UNIT_TESTS + "test_draft_check.py": concerns.DRAFT_CHECK,
+}
 
 
 def new_modules() -> dict[str, str]:
     """The modules the enabled concerns add."""
-    return {f: text for f, (c, text) in NEW_MODULES.items() if concerns.enabled(c)}
+    return {
+        file: "".join(text for concern, text in parts if concerns.enabled(concern))
+        for file, parts in NEW_MODULES.items()
+        if concerns.enabled(parts[0][0])
+    }
 
 
 def test_files(files: dict[str, bytes]) -> dict[str, bytes]:

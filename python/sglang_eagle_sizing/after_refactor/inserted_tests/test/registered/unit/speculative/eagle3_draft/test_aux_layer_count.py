@@ -6,55 +6,24 @@ from sglang.test.ci.ci_register import register_cpu_ci
 register_cpu_ci(est_time=30, suite="stage-a-test-cpu")
 
 import copy
-import json
-import os
-import tempfile
+import sys
 import unittest
+from pathlib import Path
 from types import SimpleNamespace
 
-from sglang.srt.configs.model_config import ModelConfig
-from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
-    SpecAuxHiddenStateConfig,
-    _resolve_eagle_aux_hidden_state,
-)
 from sglang.srt.models.kimi_k25_eagle3 import _get_eagle_aux_layer_count
 from sglang.srt.models.llama_eagle3 import LlamaModel
-from sglang.srt.runtime_context import (
-    SpawnRanks,
-    create_context,
-    get_parallel,
-    use_context,
-)
-from sglang.srt.server_args import ServerArgs
+from sglang.srt.runtime_context import get_parallel
 from sglang.srt.speculative.eagle3_draft_config import parse_eagle3_draft_config
 from sglang.srt.speculative.eagle_utils import get_draft_input_from_target_hidden_dim
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from sglang.test.test_utils import CustomTestCase
 
-TARGET_HIDDEN_SIZE = 48
-LLAMA = {
-    "model_type": "llama",
-    "intermediate_size": 96,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 128,
-    "max_position_embeddings": 256,
-    "rms_norm_eps": 1e-5,
-    "torch_dtype": "float32",
-}
-TARGET = {
-    **LLAMA,
-    "architectures": ["LlamaForCausalLM"],
-    "hidden_size": TARGET_HIDDEN_SIZE,
-    "num_hidden_layers": 6,
-}
-DRAFT = {
-    **LLAMA,
-    "architectures": ["LlamaForCausalLMEagle3"],
-    "hidden_size": 64,
-    "num_hidden_layers": 1,
-    "target_hidden_size": TARGET_HIDDEN_SIZE,
-}
+CURRENT_DIR = Path(__file__).resolve().parent
+if str(CURRENT_DIR) not in sys.path:
+    sys.path.insert(0, str(CURRENT_DIR))
+
+from common import DRAFT, TARGET_HIDDEN_SIZE, DrafterTestCase
 
 
 def _config(**keys):
@@ -108,98 +77,67 @@ class TestParseEagle3DraftConfig(CustomTestCase):
                 parse_eagle3_draft_config(draft_hf_config=config)
 
 
-class TestAuxLayerCountReaders(CustomTestCase):
+
+class TestAuxLayerCountReaders(DrafterTestCase):
     """What the target captures, the width the draft-extend buffers get and the fc of
     both EAGLE-3 drafters, for one drafter config."""
 
-    def setUp(self):
-        folder = tempfile.TemporaryDirectory()
-        self.addCleanup(folder.cleanup)
-        self.target = os.path.join(folder.name, "target")
-        self.draft = os.path.join(folder.name, "draft")
-        self._write(self.target, TARGET)
-
-    def _write(self, path, config):
-        os.makedirs(path, exist_ok=True)
-        with open(os.path.join(path, "config.json"), "w") as f:
-            json.dump(config, f)
-
     def _read(self, **draft_keys):
-        self._write(self.draft, {**DRAFT, **draft_keys})
-        server_args = ServerArgs(
-            model_path=self.target,
-            device="cpu",
-            speculative_algorithm="EAGLE3",
-            speculative_draft_model_path=self.draft,
-            skip_tokenizer_init=True,
-        )
-        context = create_context(server_args, role="test", ranks=SpawnRanks(world_rank=0))
-        with use_context(context):
-            return self._readers(server_args)
+        """Each reader's count (the message where it refuses the drafter)."""
+        server_args = self.server_args({**DRAFT, **draft_keys})
+        with self.published(server_args):
+            draft = self.draft_model_config(server_args)
 
-    def _readers(self, server_args):
-        """Each reader's count (a ValueError where it refuses the drafter)."""
-        draft = ModelConfig.from_server_args(
-            server_args, model_path=self.draft, is_draft_model=True
-        )
+            def captured():
+                self.captured = self.captured_layer_ids(server_args)
+                return len(self.captured or [0, 1, 2])
 
-        def captured():
-            capture = SpecAuxHiddenStateConfig()
-            _resolve_eagle_aux_hidden_state(
-                config=capture,
-                server_args=server_args,
-                model_config=ModelConfig.from_server_args(server_args),
-                spec_algorithm=SpeculativeAlgorithm.EAGLE3,
-                is_draft_worker=False,
-            )
-            self.captured_layer_ids = capture.eagle_aux_hidden_state_layer_ids
-            return len(self.captured_layer_ids or [0, 1, 2])
+            def extend():
+                runner = SimpleNamespace(
+                    model_config=draft, spec_algorithm=SpeculativeAlgorithm.EAGLE3
+                )
+                width = get_draft_input_from_target_hidden_dim(runner)
+                return width // TARGET_HIDDEN_SIZE
 
-        def extend():
-            runner = SimpleNamespace(
-                model_config=draft, spec_algorithm=SpeculativeAlgorithm.EAGLE3
-            )
-            return get_draft_input_from_target_hidden_dim(runner) // TARGET_HIDDEN_SIZE
+            def llama_fc():
+                # fc does not depend on the decoder layers (which need rotary kernels).
+                config = copy.deepcopy(draft.hf_config)
+                config.num_hidden_layers = 0
+                group = SimpleNamespace(rank_in_group=0, world_size=1)
+                with get_parallel().override(tp_group=group, attn_tp_group=group):
+                    return LlamaModel(config).fc.in_features // TARGET_HIDDEN_SIZE
 
-        def llama_fc():
-            # fc does not depend on the decoder layers (which need rotary kernels).
-            config = copy.deepcopy(draft.hf_config)
-            config.num_hidden_layers = 0
-            group = SimpleNamespace(rank_in_group=0, world_size=1)
-            with get_parallel().override(tp_group=group, attn_tp_group=group):
-                return LlamaModel(config).fc.in_features // TARGET_HIDDEN_SIZE
+            def kimi_fc():
+                return _get_eagle_aux_layer_count(draft.hf_config)
 
-        def kimi_fc():
-            return _get_eagle_aux_layer_count(draft.hf_config)
-
-        counts = {}
-        for name, read in [
-            ("captured", captured),
-            ("extend", extend),
-            ("llama fc", llama_fc),
-            ("kimi fc", kimi_fc),
-        ]:
-            try:
-                counts[name] = read()
-            except ValueError as e:
-                counts[name] = str(e)
-        return counts
+            counts = {}
+            for name, read in [
+                ("captured", captured),
+                ("extend", extend),
+                ("llama fc", llama_fc),
+                ("kimi fc", kimi_fc),
+            ]:
+                try:
+                    counts[name] = read()
+                except ValueError as e:
+                    counts[name] = str(e)
+            return counts
 
     def test_layer_ids_at_the_top_level(self):
         counts = self._read(eagle_aux_hidden_state_layer_ids=[0, 1, 2, 3])
-        self.assertEqual(self.captured_layer_ids, [0, 1, 2, 3])
+        self.assertEqual(self.captured, [0, 1, 2, 3])
         self.assertEqual(set(counts.values()), {4}, counts)
 
     def test_layer_ids_in_eagle_config(self):
         counts = self._read(
-            eagle_config={"eagle_aux_hidden_state_layer_ids": [0, 2, 4, 5]}
+            eagle_config={"eagle_aux_hidden_state_layer_ids": [0, 2, 3, 4]}
         )
-        self.assertEqual(self.captured_layer_ids, [0, 2, 4, 5])
+        self.assertEqual(self.captured, [0, 2, 3, 4])
         self.assertEqual(set(counts.values()), {4}, counts)
 
     def test_no_layer_ids(self):
         counts = self._read()
-        self.assertIsNone(self.captured_layer_ids)
+        self.assertIsNone(self.captured)
         self.assertEqual(set(counts.values()), {3}, counts)
 
     def test_num_aux_hidden_states_other_than_the_layers_is_refused(self):
