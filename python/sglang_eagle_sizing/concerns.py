@@ -53,7 +53,9 @@ ORDER: tuple[str, ...] = (
 #: SGLang 0.5.23's concerns (``after_refactor/``), in the order its series lands them.
 AUX_COUNT = "aux-count"
 DRAFT_CHECK = "draft-check"
-AFTER_REFACTOR_ORDER: tuple[str, ...] = (AUX_COUNT, DRAFT_CHECK)
+DRAFT_DTYPE = "draft-dtype"
+SPECULATORS_EAGLE3 = "speculators-eagle3"
+AFTER_REFACTOR_ORDER: tuple[str, ...] = (AUX_COUNT, DRAFT_CHECK, DRAFT_DTYPE, SPECULATORS_EAGLE3)
 
 #: The concerns that route sizing sites: the routing itself, then one behaviour fix each.
 SIZING_CONCERNS = (ROUTING, EXTEND_WIDTH, MULTI_LAYER_WIDTH, V2_IDLE_WIDTH, PD_STANDALONE)

@@ -14,6 +14,8 @@ SRT = "python/sglang/srt/"
 TESTS = "test/registered/unit/speculative/eagle3_draft/"
 CAPTURE = SRT + "model_executor/model_runner_components/spec_aux_hidden_state.py"
 PARSER = SRT + "speculative/eagle3_draft_config.py"
+HOOK = SRT + "arg_groups/speculative_hook.py"
+CONFIG = SRT + "utils/hf_transformers/config.py"
 
 
 @dataclass(frozen=True)
@@ -77,5 +79,29 @@ MUTANTS = (
         "draft check: the target's last layer allowed",
         TESTS + "test_draft_check.py",
         _edit(PARSER, r"max\(layer_ids\) > num_layers - 2", "max(layer_ids) > num_layers - 1"),
+    ),
+    Mutant(
+        "draft dtype: not decided (0.5.23's draft keeps its config's dtype)",
+        TESTS + "test_draft_dtype.py",
+        _edit(HOOK, r"\n    _handle_eagle_draft_dtype\(server_args\)\n", "\n"),
+    ),
+    Mutant(
+        "draft dtype: STANDALONE takes the target's too",
+        TESTS + "test_draft_dtype.py",
+        _edit(
+            HOOK,
+            r'"auto" or cfg.speculative_algorithm not in \("EAGLE", "EAGLE3"\)',
+            '"auto" or cfg.speculative_algorithm not in ("EAGLE", "EAGLE3", "STANDALONE")',
+        ),
+    ),
+    Mutant(
+        "speculators format: not read (0.5.23's AutoConfig alone)",
+        TESTS + "test_speculators_format.py",
+        _edit(CONFIG, r"config = auto_config_or_speculators_eagle3\(", "config = AutoConfig.from_pretrained("),
+    ),
+    Mutant(
+        "speculators format: layer ids taken as SGLang's (off by one)",
+        TESTS + "test_speculators_format.py",
+        _edit(CONFIG, r"\[i - 1 for i in layer_ids\]", "list(layer_ids)"),
     ),
 )

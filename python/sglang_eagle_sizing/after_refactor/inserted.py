@@ -154,3 +154,42 @@ def validate_eagle3_draft_config(
             f"output of its last one, {num_layers - 1}, is not captured",
         )
 '''
+
+#: After ``_handle_iquest_q1_mtp_draft`` in ``arg_groups/speculative_hook.py``, and called by
+#: ``_handle_eagle_family`` after it (the ``draft-dtype`` concern).
+DRAFT_DTYPE_HOOK = "_handle_eagle_draft_dtype"
+DRAFT_DTYPE_FUNCTION = '''
+
+def _handle_eagle_draft_dtype(server_args: ServerArgs) -> None:
+    """At --dtype auto, build an EAGLE draft model in its target's dtype.
+
+    The draft model reads the target's hidden states as they are (fc, the draft-extend
+    buffers, the PD transfer), so a draft config saved in another dtype than the
+    target's (a float16 drafter for a bfloat16 target) must not decide its own.
+    STANDALONE drafts from tokens alone and keeps its own dtype.
+    """
+    from sglang.srt.configs.model_config import ModelConfig
+
+    cfg = resolving_view(server_args)
+    if cfg.dtype != "auto" or cfg.speculative_algorithm not in ("EAGLE", "EAGLE3"):
+        return
+    if cfg.speculative_draft_model_path in (None, cfg.model_path):
+        return
+    target_dtype = model_config_of(server_args).dtype
+    draft_dtype = ModelConfig.from_server_args(
+        server_args,
+        model_path=cfg.speculative_draft_model_path,
+        model_revision=cfg.speculative_draft_model_revision,
+        is_draft_model=True,
+    ).dtype
+    if draft_dtype == target_dtype:
+        return
+    dtype = str(target_dtype).removeprefix("torch.")
+    declare_resolution(server_args, "_handle_eagle_draft_dtype", dtype=dtype)
+    logger.info(
+        "--dtype auto: the draft model %s is built in the target's %s, not %s.",
+        cfg.speculative_draft_model_path,
+        dtype,
+        str(draft_dtype).removeprefix("torch."),
+    )
+'''

@@ -13,11 +13,25 @@ from __future__ import annotations
 import libcst as cst
 
 from .. import concerns
+from .. import inserted as shared
 from ..engine import Finding, RewriteError, Rule
 from ..rules.aux_flag import _contains, _eagle_config_source, assigned
 from ..syntax import code_of, dotted, statement, statements
-from .inserted import EAGLE3_DRAFT_CONFIG_MODULE, PARSE, VALIDATE
-from .sites import AUX_COUNT_BLOCKS, AUX_COUNT_FUNCTIONS, TARGET_CAPTURE
+from .inserted import (
+    DRAFT_DTYPE_FUNCTION,
+    DRAFT_DTYPE_HOOK,
+    EAGLE3_DRAFT_CONFIG_MODULE,
+    PARSE,
+    VALIDATE,
+)
+from .sites import (
+    AUX_COUNT_BLOCKS,
+    AUX_COUNT_FUNCTIONS,
+    CONFIG_READ,
+    DRAFT_DTYPE,
+    DRAFT_DTYPE_ANCHOR,
+    TARGET_CAPTURE,
+)
 
 LABEL = "aux-count"
 
@@ -340,6 +354,124 @@ class DraftCheckRule(_ScopedRule):
         return updated_node
 
 
+class DraftDtypeRule(Rule):
+    """``_handle_eagle_family`` decides the draft's dtype at ``--dtype auto`` right after its
+    other per-drafter decision (``_handle_iquest_q1_mtp_draft``): the function
+    ``inserted.DRAFT_DTYPE_FUNCTION`` after that one's definition, its call after that call."""
+
+    concerns = (concerns.DRAFT_DTYPE,)
+    files = frozenset({DRAFT_DTYPE[0]})
+    needles = (DRAFT_DTYPE_ANCHOR,)
+
+    def __init__(self, file: str):
+        super().__init__(file)
+        self.called = False
+
+    def leave_IndentedBlock(self, original_node, updated_node):
+        if self.scope != DRAFT_DTYPE[1]:
+            return updated_node
+        body = list(updated_node.body)
+        calls = [i for i, stmt in enumerate(body) if _calls_only(stmt, DRAFT_DTYPE_ANCHOR)]
+        if len(calls) != 1:
+            return updated_node
+        self.called = True
+        index = calls[0]
+        if index + 1 < len(body) and _calls_only(body[index + 1], DRAFT_DTYPE_HOOK):
+            self.report(original_node.body[index], LABEL_DTYPE, Finding.ROUTED)
+            return updated_node
+        self.report(original_node.body[index], LABEL_DTYPE, Finding.UNROUTED)
+        body.insert(index + 1, statement(f"{DRAFT_DTYPE_HOOK}(server_args)\n"))
+        return updated_node.with_changes(body=body)
+
+    def leave_Module(self, original_node, updated_node):
+        if not self.called:
+            raise self.fail(
+                original_node,
+                f"{DRAFT_DTYPE[1]}: no {DRAFT_DTYPE_ANCHOR}(server_args) call to follow",
+            )
+        body = list(updated_node.body)
+        names = [getattr(stmt, "name", None) for stmt in body]
+        defined = [i for i, n in enumerate(names) if n is not None and n.value == DRAFT_DTYPE_ANCHOR]
+        if any(n is not None and n.value == DRAFT_DTYPE_HOOK for n in names):
+            return updated_node
+        if len(defined) != 1:
+            raise self.fail(original_node, f"no top-level def {DRAFT_DTYPE_ANCHOR}")
+        new = cst.parse_module(DRAFT_DTYPE_FUNCTION.lstrip("\n")).body[0]
+        body.insert(defined[0] + 1, new.with_changes(leading_lines=_two_blank_lines()))
+        return updated_node.with_changes(body=body)
+
+
+def _two_blank_lines():
+    return [cst.EmptyLine(), cst.EmptyLine()]
+
+
+def _calls_only(stmt: cst.CSTNode, name: str) -> bool:
+    """``stmt`` is ``name(server_args)`` alone (its result unused)."""
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, cst.Call)
+        and dotted(stmt.body[0].value.func) == name
+    )
+
+
+class SpeculatorsConfigRule(Rule):
+    """EAGLE-3 drafters saved by the speculators library (no ``model_type``: ``AutoConfig``
+    refuses them) read as their ``LlamaForCausalLMEagle3`` config: the HF parser's
+    ``AutoConfig.from_pretrained`` becomes ``auto_config_or_speculators_eagle3`` (the same
+    arguments), defined with the format's converter before the parser class. The functions
+    are 0.5.11's (``inserted.SPECULATORS_CONFIG_FUNCTIONS``): one converter, one layer-id
+    convention, for both release families. A config AutoConfig reads is not read again."""
+
+    concerns = (concerns.SPECULATORS_EAGLE3,)
+    files = frozenset({CONFIG_READ[0]})
+    needles = (shared.AUTO_CONFIG_CALL, shared.SPECULATORS_CONFIG_READ)
+
+    def __init__(self, file: str):
+        super().__init__(file)
+        self.found = False
+
+    def leave_Call(self, original_node, updated_node):
+        if self.scope != CONFIG_READ[1]:
+            return updated_node
+        name = dotted(original_node.func)
+        if name == shared.SPECULATORS_CONFIG_READ:
+            self.found = True
+            self.report(original_node, LABEL_SPECULATORS, Finding.ROUTED)
+        elif name == shared.AUTO_CONFIG_CALL:
+            if self.found:
+                raise self.fail(original_node, f"{self.scope}: a second {name}")
+            self.found = True
+            self.report(original_node, LABEL_SPECULATORS, Finding.UNROUTED)
+            return updated_node.with_changes(func=cst.Name(shared.SPECULATORS_CONFIG_READ))
+        return updated_node
+
+    def leave_Module(self, original_node, updated_node):
+        if not self.found:
+            raise self.fail(
+                original_node, f"{CONFIG_READ[1]}: no {shared.AUTO_CONFIG_CALL} call"
+            )
+        body = list(updated_node.body)
+        names = [getattr(stmt, "name", None) for stmt in body]
+        values = [n.value for n in names if n is not None]
+        if "is_speculators_eagle3_config" in values:
+            return updated_node
+        owner = CONFIG_READ[1].split(".")[0]
+        if values.count(owner) != 1:
+            raise self.fail(original_node, f"no top-level class {owner}")
+        index = next(i for i, n in enumerate(names) if n is not None and n.value == owner)
+        functions = cst.parse_module(shared.SPECULATORS_CONFIG_FUNCTIONS.strip() + "\n").body
+        functions = [f.with_changes(leading_lines=_two_blank_lines()) for f in functions]
+        body[index:index] = functions
+        body[index + len(functions)] = body[index + len(functions)].with_changes(
+            leading_lines=_two_blank_lines()
+        )
+        return updated_node.with_changes(body=body)
+
+
+LABEL_SPECULATORS = "speculators-config"
+LABEL_DTYPE = "draft-dtype"
 LABEL_CHECK = "draft-check"
 TARGET_MODEL_CONFIG = "model_config"
 
@@ -429,5 +561,7 @@ RULES = (
     AuxCountFunctionRule,
     TargetCaptureRule,
     DraftCheckRule,
+    DraftDtypeRule,
+    SpeculatorsConfigRule,
     ParserImportRule,
 )

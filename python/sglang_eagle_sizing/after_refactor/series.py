@@ -115,4 +115,114 @@ it. No GPU was used.
     ),
 )
 
+PATCHES += (
+    Patch(
+        concerns.DRAFT_DTYPE,
+        "[Spec] Build the EAGLE draft model in its target's dtype at --dtype auto",
+        f"""\
+## Motivation
+
+The draft `ModelConfig` gets the same `--dtype` as the target's
+(`ModelConfig.from_server_args`), and at `auto` each resolves it from its own config. A
+float16 drafter on a bfloat16 target is built in float16 while it reads the target's
+bfloat16 hidden states: eagerly the first request fails in `fc` (reproduced on the CPU with
+the dtypes mirrored, a bfloat16 drafter on a float16 target: `expected m1 and m2 to have
+the same dtype, but got: c10::Half != c10::BFloat16`); the draft-extend and prefill
+CUDA-graph buffers, typed by the draft's dtype (`EAGLEDraftExtendCudaGraphRunner.__init__`,
+`MultiLayerEagleMultiStepDraftExtendCudaGraphRunner._allocate_buffers`,
+`PrefillCudaGraphRunner.__init__`), cast the target's states on `copy_` instead, and the PD
+metadata buffers (`Scheduler.init_disaggregation`) carry the draft's dtype.
+
+## Modifications
+
+`_handle_eagle_draft_dtype` in `arg_groups/speculative_hook.py`, called by
+`_handle_eagle_family` after `_handle_iquest_q1_mtp_draft`: for EAGLE and EAGLE3 at
+`--dtype auto` with a draft path of its own, when the draft config resolves to another
+dtype than the target (`model_config_of`), `declare_resolution(..., dtype=<the target's>)`
+and one log line. The decision is made before any `ModelConfig` is built, so every reader
+gets the same dtype: the draft `TpModelWorker`, the capture, the PD scheduler's draft
+config, the buffers above (which then hold data of their own dtype). The target's dtype
+does not change (it is what `auto` resolved it to).
+
+Relation to #25894 ("eagle: inherit dtype from target", open): that PR sets
+`server_args.dtype` in the v1 `EAGLEWorker.__init__`, which 0.5.23 no longer has; the v2
+workers, the PD scheduler and the capture build the draft config without it. Here the
+decision is a resolution hook, made once before any config is built, only at `auto` (an
+explicit `--dtype` already applies to both models) and not for STANDALONE, whose drafter
+reads tokens only and keeps its own dtype.
+
+## Behaviour changes
+
+At `--dtype auto`, an EAGLE/EAGLE3 drafter whose config gives another dtype than the
+target's is built in the target's dtype (one log line says so). Nothing changes for a
+drafter in the target's dtype, an explicit `--dtype`, MTP heads read from the target's own
+checkpoint, or STANDALONE.
+
+## Tests
+
+`{TESTS}test_draft_dtype.py` (CPU, `ServerArgs` resolution on config folders): a bfloat16
+drafter on a float16 target gets float16 for EAGLE3 and EAGLE; a drafter in the target's
+dtype leaves `auto`; an explicit dtype is kept; STANDALONE keeps its own. Removing the call,
+or applying it to STANDALONE, fails it. The model forward in the two dtypes was served on
+the CPU only with the dtypes mirrored (no bfloat16 target serves on a CPU here); no GPU was
+used.
+""",
+    ),
+)
+
+PATCHES += (
+    Patch(
+        concerns.SPECULATORS_EAGLE3,
+        "[Spec] Load EAGLE-3 drafters saved in the speculators format",
+        f"""\
+## Motivation
+
+The `speculators` library (vLLM's drafter format) saves EAGLE-3 drafters with
+`architectures: ["Eagle3DraftModel"]` (`["Eagle3Speculator"]` in its early releases), the
+decoder layer's config nested under `transformer_layer_config` and no `model_type`, so
+`AutoConfig.from_pretrained` refuses them (`ValueError: Unrecognized model in ... Should have
+a model_type key in its config.json`) and no such drafter loads (#18216). Its layer ids do
+not count as SGLang's either: `speculators` indexes the target's hidden states as
+transformers' `output_hidden_states` returns them (0 the embeddings, k the output of layer
+k - 1; its `resolve_target_layer_ids` allows `num_layers`, the final hidden state), where
+SGLang's `eagle_aux_hidden_state_layer_ids` name the layer whose output is captured
+(`set_eagle3_layers_to_capture` adds 1).
+
+## Modifications
+
+In `utils/hf_transformers/config.py`, the HF parser reads a config through
+`auto_config_or_speculators_eagle3` (the same arguments as `AutoConfig.from_pretrained`):
+a config `AutoConfig` reads is returned as it is, without a second read; only one it
+refuses is read again as a dict, converted by `speculators_eagle3_to_llama_config` if it is
+the format, else `AutoConfig`'s error is raised again. The converter maps the format onto
+`LlamaForCausalLMEagle3`'s config: the decoder layer's keys, `draft_vocab_size`,
+`target_hidden_size`, the norm flags, and the layer ids as SGLang counts them (k - 1; id 0,
+the embeddings, is refused). The weights need nothing: `layers.0.` is the name
+`LlamaForCausalLMEagle3.load_weights` already uses.
+
+## Behaviour changes
+
+Speculators-format EAGLE-3 drafters load. A layer id of the format that the target cannot
+capture (0, the embeddings; `num_layers`, the final hidden state) is refused at start-up,
+naming the key (the second with the check of the drafter against its target). Other
+configs are read as before.
+
+## Not in this patch
+
+`norm_before_residual` (the residual of the drafter's input layer taken after
+`hidden_norm`) is set on the config but not read by `LlamaDecoderLayer`; a drafter trained
+with it drafts with the raw hidden states as the residual. The forward was not compared
+with the `speculators` library's on 0.5.23.
+
+## Tests
+
+`{TESTS}test_speculators_format.py` (CPU, `get_config` and the target's capture on config
+folders): the format reads as `LlamaForCausalLMEagle3`, a Llama config is left as it is, ids
+`[1, 3, 5]` capture SGLang's `[0, 2, 4]` (the hidden states `output_hidden_states[1, 3, 5]`
+of transformers), the final hidden state and the embeddings are refused. Reading with
+`AutoConfig` alone, or taking the ids as SGLang's, fails it. No GPU was used.
+""",
+    ),
+)
+
 assert tuple(p.concern for p in PATCHES) == concerns.AFTER_REFACTOR_ORDER

@@ -26,6 +26,15 @@ TARGET_CAPTURE = (
     "_resolve_eagle_aux_hidden_state",
 )
 
+#: Where the server arguments decide the draft model's dtype: ``_handle_eagle_family``, after
+#: its call of ``_handle_iquest_q1_mtp_draft`` (the other per-drafter decision).
+DRAFT_DTYPE = ("arg_groups/speculative_hook.py", "_handle_eagle_family")
+DRAFT_DTYPE_ANCHOR = "_handle_iquest_q1_mtp_draft"
+
+#: Where a model's config is read: ``config = AutoConfig.from_pretrained(...)`` in the HF
+#: parser, after upstream's own ``_try_load_*`` readers of configs it cannot read.
+CONFIG_READ = ("utils/hf_transformers/config.py", "HfModelConfigParser.parse")
+
 #: No sizing site of 0.5.23 is rewritten (they all call upstream's helpers).
 SITES: tuple = ()
 
@@ -34,7 +43,7 @@ SITE_FILES: tuple[str, ...] = tuple(
     sorted(
         {f for f, _ in AUX_COUNT_BLOCKS}
         | {f for f, _ in AUX_COUNT_FUNCTIONS}
-        | {TARGET_CAPTURE[0]}
+        | {TARGET_CAPTURE[0], DRAFT_DTYPE[0], CONFIG_READ[0]}
     )
 )
 
@@ -55,6 +64,8 @@ TEST_CONCERNS = {
     UNIT_TESTS + "common.py": concerns.AUX_COUNT,
     UNIT_TESTS + "test_aux_layer_count.py": concerns.AUX_COUNT,
     UNIT_TESTS + "test_draft_check.py": concerns.DRAFT_CHECK,
+    UNIT_TESTS + "test_draft_dtype.py": concerns.DRAFT_DTYPE,
+    UNIT_TESTS + "test_speculators_format.py": concerns.SPECULATORS_EAGLE3,
 }
 
 

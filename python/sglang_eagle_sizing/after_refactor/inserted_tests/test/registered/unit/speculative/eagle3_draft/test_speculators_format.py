@@ -1,0 +1,78 @@
+"""EAGLE-3 drafters saved by the speculators library load as LlamaForCausalLMEagle3, and
+the target captures the hidden states their layer ids mean."""
+
+from sglang.test.ci.ci_register import register_cpu_ci
+
+register_cpu_ci(est_time=20, suite="stage-a-test-cpu")
+
+import sys
+import unittest
+from pathlib import Path
+
+from sglang.srt.utils.hf_transformers_utils import get_config
+
+CURRENT_DIR = Path(__file__).resolve().parent
+if str(CURRENT_DIR) not in sys.path:
+    sys.path.insert(0, str(CURRENT_DIR))
+
+from common import LLAMA, TARGET, TARGET_HIDDEN_SIZE, TARGET_NUM_LAYERS, DrafterTestCase
+
+# A config.json as speculators writes it: no model_type, the decoder layer's config nested.
+SPECULATORS_DRAFT = {
+    "architectures": ["Eagle3DraftModel"],
+    "speculators_model_type": "eagle3",
+    "speculators_config": {
+        "algorithm": "eagle3",
+        "verifier": {"architectures": ["LlamaForCausalLM"], "name_or_path": "target"},
+    },
+    "transformer_layer_config": {**LLAMA, "hidden_size": 64, "num_hidden_layers": 1},
+    "draft_vocab_size": 96,
+    "target_hidden_size": TARGET_HIDDEN_SIZE,
+    "norm_before_residual": True,
+}
+
+
+class TestSpeculatorsFormat(DrafterTestCase):
+    def _captured(self, **draft_keys):
+        server_args = self.server_args({**SPECULATORS_DRAFT, **draft_keys})
+        with self.published(server_args):
+            return self.captured_layer_ids(server_args)
+
+    def test_the_config_reads_as_llama_eagle3(self):
+        self.write_config(self.folder, SPECULATORS_DRAFT)
+        config = get_config(self.folder, trust_remote_code=False)
+        self.assertEqual(config.architectures, ["LlamaForCausalLMEagle3"])
+        self.assertEqual(
+            (config.hidden_size, config.target_hidden_size, config.draft_vocab_size),
+            (64, TARGET_HIDDEN_SIZE, 96),
+        )
+        self.assertTrue(config.norm_before_residual)
+
+    def test_a_config_autoconfig_reads_is_left_as_it_is(self):
+        self.write_config(self.folder, TARGET)
+        config = get_config(self.folder, trust_remote_code=False)
+        self.assertEqual(config.architectures, ["LlamaForCausalLM"])
+        self.assertFalse(hasattr(config, "draft_vocab_size"))
+
+    def test_layer_ids_name_the_targets_hidden_states(self):
+        # speculators' id k is the target's output_hidden_states[k] (0: the embeddings),
+        # the output of layer k - 1: SGLang's id k - 1.
+        self.assertEqual(
+            self._captured(eagle_aux_hidden_state_layer_ids=[1, 3, 5]), [0, 2, 4]
+        )
+
+    def test_the_final_hidden_state_is_refused(self):
+        # output_hidden_states[num_layers] is the last layer's output, which no layer's
+        # input captures.
+        with self.assertRaisesRegex(
+            ValueError, rf"eagle_aux_hidden_state_layer_ids.*{TARGET_NUM_LAYERS} layers"
+        ):
+            self._captured(eagle_aux_hidden_state_layer_ids=[1, 3, TARGET_NUM_LAYERS])
+
+    def test_the_embeddings_are_refused(self):
+        with self.assertRaisesRegex(ValueError, r"eagle_aux_hidden_state_layer_ids=\[0, 3\]"):
+            self._captured(eagle_aux_hidden_state_layer_ids=[0, 3])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,177 @@
+"""Write the tables of SGLang 0.5.23's series in docs/release-0.5.23.md: ``pr --series`` on a
+git checkout tagged v0.5.23 (from the release wheel), ``git am`` of every patch, and at every
+commit each fork test file the tree then has, run as a fork runs it (``python3 <file>``) in
+0.5.23's environment (``.venv-0.5.23``); then every mutant of test/support/mutants_0_5_23.py
+against the fork test named to kill it.
+
+    .venv/bin/python scripts/release_0_5_23_tables.py            # rewrite the tables
+    .venv/bin/python scripts/release_0_5_23_tables.py --check    # exit 1 if they are stale
+
+About 10 minutes on two cores. CI (test/test_release_0_5_23.py) runs every mutant and checks
+the series table's columns that need no fork test run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "python"))
+sys.path.insert(0, str(REPO / "test" / "support"))
+sys.path.insert(0, str(REPO / "test"))
+
+from mutants_0_5_23 import MUTANTS  # noqa: E402
+from sglang_eagle_sizing.wheel import cached_release_wheel  # noqa: E402
+
+DOC = REPO / "docs" / "release-0.5.23.md"
+PYTHON = REPO / ".venv-0.5.23" / "bin" / "python"
+SERIES_START, SERIES_END = "<!-- series-0.5.23 -->\n", "<!-- /series-0.5.23 -->\n"
+MUTANTS_START, MUTANTS_END = "<!-- mutants-0.5.23 -->\n", "<!-- /mutants-0.5.23 -->\n"
+TESTS = "test/registered/unit/speculative/eagle3_draft/"
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=cwd, capture_output=True, text=True, check=True,
+    ).stdout
+
+
+def checkout(folder: Path) -> Path:
+    from conftest import make_checkout
+
+    with zipfile.ZipFile(cached_release_wheel("0.5.23")) as wheel:
+        names = [n for n in wheel.namelist() if n.startswith("sglang/")]
+        wheel.extractall(folder / "wheel", names)
+    return make_checkout(folder / "wheel" / "sglang", folder / "fork", "v0.5.23")
+
+
+def fork_tests(fork: Path) -> str:
+    """``N tests OK`` over every fork test file of the tree, else what failed."""
+    ran, failed = 0, []
+    for test in sorted((fork / TESTS).glob("test_*.py")) if (fork / TESTS).is_dir() else []:
+        result = subprocess.run(
+            [str(PYTHON), str(test)], cwd=fork, capture_output=True, text=True,
+            env={**os.environ, "PYTHONPATH": str(fork / "python")},
+        )
+        found = re.search(r"^Ran (\d+) tests?", result.stderr, re.M)
+        ran += int(found.group(1)) if found else 0
+        if result.returncode != 0:
+            failed.append(test.name)
+    return f"{ran} tests OK" if not failed else "fails: " + ", ".join(failed)
+
+
+def counts(fork: Path, commit: str) -> tuple[int, int]:
+    """(SGLang source lines, test lines) the commit adds or removes."""
+    source = tests = 0
+    for line in git(fork, "show", "--numstat", "--format=", commit).splitlines():
+        added, removed, path = line.split("\t")
+        lines = int(added) + int(removed)
+        if path.startswith("test/"):
+            tests += lines
+        else:
+            source += lines
+    return source, tests
+
+
+def series_rows(work: Path, run_tests: bool = True) -> list[str]:
+    fork = checkout(work)
+    out = subprocess.run(
+        [sys.executable, "-m", "sglang_eagle_sizing", "pr", "--series", str(work / "p"),
+         "--author", "t <t@example.com>", str(fork)],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()
+    git(fork, "am", "--keep-non-patch", *out)
+    commits = git(fork, "log", "--reverse", "--format=%H %s", "v0.5.23..HEAD").splitlines()
+    rows = []
+    for number, line in enumerate(commits, start=1):
+        commit, subject = line.split(" ", 1)
+        source, tests = counts(fork, commit)
+        result = ""
+        if run_tests:
+            git(fork, "checkout", "-q", commit)
+            result = fork_tests(fork)
+        rows.append(f"| {number} | {subject} | {source} | {tests} | {result} |")
+    return rows
+
+
+def series_table(rows: list[str]) -> str:
+    return (
+        SERIES_START
+        + "| # | patch | SGLang source lines | test lines | fork tests after it |\n"
+        + "| ---: | --- | ---: | ---: | --- |\n"
+        + "".join(row + "\n" for row in rows)
+        + SERIES_END
+    )
+
+
+def mutant_rows(work: Path) -> list[str]:
+    fork = checkout(work)
+    subprocess.run(
+        [sys.executable, "-m", "sglang_eagle_sizing", "apply", "-q", str(fork)], check=True
+    )
+    git(fork, "add", "-A")
+    git(fork, "commit", "-q", "-m", "apply")
+    rows = []
+    for mutant in MUTANTS:
+        mutant.apply(fork)
+        try:
+            result = subprocess.run(
+                [str(PYTHON), str(fork / mutant.killed_by)], cwd=fork,
+                capture_output=True, text=True,
+                env={**os.environ, "PYTHONPATH": str(fork / "python")},
+            )
+        finally:
+            git(fork, "checkout", "-q", "--", ".")
+        failed = sorted(set(re.findall(r"^(?:FAIL|ERROR): (test_\w+)", result.stderr, re.M)))
+        verdict = "killed: " + ", ".join(failed) if result.returncode else "**survives**"
+        rows.append(f"| {mutant.name} | `{mutant.killed_by.rsplit('/', 1)[-1]}` | {verdict} |")
+    return rows
+
+
+def mutant_table(rows: list[str]) -> str:
+    return (
+        MUTANTS_START
+        + "| mutant | fork test | result |\n| --- | --- | --- |\n"
+        + "".join(row + "\n" for row in rows)
+        + MUTANTS_END
+    )
+
+
+def replaced(document: str, start: str, end: str, new: str) -> str:
+    i, j = document.index(start), document.index(end) + len(end)
+    return document[:i] + new + document[j:]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if the tables are stale")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="release-0.5.23-"))
+    try:
+        series = series_table(series_rows(work / "series"))
+        mutants = mutant_table(mutant_rows(work / "mutants"))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    document = DOC.read_text()
+    updated = replaced(document, SERIES_START, SERIES_END, series)
+    updated = replaced(updated, MUTANTS_START, MUTANTS_END, mutants)
+    if args.check:
+        if updated != document:
+            print(f"{DOC}: the 0.5.23 tables are stale; run {Path(__file__).name}", file=sys.stderr)
+            return 1
+        return 0
+    DOC.write_text(updated)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
