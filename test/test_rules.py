@@ -1053,7 +1053,7 @@ def test_the_parser_goes_right_after_speculative_algorithm_in_spec_info():
         after.index("def parse_eagle_use_aux_hidden_state("),
         after.index("class SpecInput"),
     )
-    assert algorithm < after.index("def _hf_config_path(") < parser < spec_input
+    assert algorithm < after.index("def invalid_eagle_draft_config(") < parser < spec_input
     assert all(f"\ndef {name}(" in after for name in NAMES)
     assert [(f.label, f.status) for f in findings] == [("parser", Finding.UNROUTED)]
     assert_idempotent(file, after, ParserRule)

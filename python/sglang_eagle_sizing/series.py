@@ -105,7 +105,8 @@ states assumes three.
   the top level of the config; both must agree) and
   `get_eagle_num_aux_hidden_states(draft_hf_config)` (their number, else 3; a declared
   `num_aux_hidden_states` must agree). A malformed value is refused with one `ValueError`
-  naming the key, the value and the config.
+  naming the key, the value and the draft config (`invalid_eagle_draft_config`, which the
+  checks against the target in later patches raise too).
 - `get_eagle_draft_model_config(server_args)`: the draft `ModelConfig` built the way the
   draft `TpModelWorker` builds it (config only, no weights).
 - `EAGLEWorker`, `EagleDraftWorker`, `MultiLayerEagleWorker`, `MultiLayerEagleDraftWorker`:
@@ -126,7 +127,8 @@ now have both attributes.
   the scheduler stack, and `eagle_info.py` pulls it in (`schedule_batch`, `sgl_kernel`,
   `eagle_info_v2`, `model_runner`): `llama_eagle3.py` reads the drafter's aux layers in a
   later patch, and imports the parser from `spec_info` at the top of the module. The
-  workers import it from there too, and `eagle_info.py`'s checks share its readers.
+  workers import it from there too, and `eagle_info.py`'s checks call its public
+  functions.
 - The four workers have no common base that builds the draft model, so each reads the draft
   config right before it builds its own; the draft `TpModelWorker` still builds its
   `ModelConfig` as before. The second read of `config.json` comes from the local (or hub)
@@ -215,7 +217,8 @@ model is built. EAGLE-3 only; other algorithms are not checked.
 ## Behavior changes
 
 The drafters above are refused at start-up with a `ValueError` naming the key, its value,
-what was expected and both config paths, instead of failing at the first request. Every
+what was expected and both config paths (a malformed declaration, which the parser refuses,
+names the draft config alone), instead of failing at the first request. Every
 drafter that served before still serves.
 
 ## Design notes

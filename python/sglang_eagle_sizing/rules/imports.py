@@ -21,15 +21,13 @@ PROVIDERS = {
     "ServerArgs": "sglang.srt.server_args",
     "SpeculativeAlgorithm": "sglang.srt.speculative.spec_info",
     # The parser of the drafter's config (inserted.PARSER_HELPERS): its public functions,
-    # and the readers eagle_info.py's checks share with it.
+    # eagle_info.py's checks read the drafter through them too.
     "get_eagle_draft_model_config": "sglang.srt.speculative.spec_info",
     "get_eagle_num_aux_hidden_states": "sglang.srt.speculative.spec_info",
     "parse_eagle_use_aux_hidden_state": "sglang.srt.speculative.spec_info",
-    "_hf_config_path": "sglang.srt.speculative.spec_info",
-    "_invalid_draft_config": "sglang.srt.speculative.spec_info",
-    "_read_aux_layer_ids": "sglang.srt.speculative.spec_info",
-    "_read_num_aux_hidden_states": "sglang.srt.speculative.spec_info",
-    "_read_use_aux_hidden_state": "sglang.srt.speculative.spec_info",
+    "get_eagle_aux_hidden_state_layer_ids": "sglang.srt.speculative.spec_info",
+    "invalid_eagle_draft_config": "sglang.srt.speculative.spec_info",
+    "read_eagle_aux_hidden_state_layer_ids": "sglang.srt.speculative.spec_info",
 }
 
 
