@@ -12,7 +12,7 @@ this package. It is kept black-formatted; a test checks that.
   refusal is one ``ValueError`` built by ``invalid_eagle_draft_config``.
 - ``HELPERS``: module-level functions of ``srt/speculative/eagle_info.py``, in pieces by the
   concern that inserts them (``HELPERS_BY_CONCERN``): the target's capture check; the
-  start-up validation; the dtype the draft model is built with (``get_eagle_draft_dtype``);
+  start-up validation; the dtype the draft model is built with (``set_eagle_draft_dtype``);
   the draft-runner resolution; the batch the draft's attention metadata is built for. They
   read the drafter's config through the parser's readers, imported from ``spec_info``.
 - ``DECODE_CLASSMETHODS``: ``EagleDraftInput.hidden_size_for`` / ``dtype_for`` (shown in
@@ -289,27 +289,28 @@ _VALIDATION_FC_WIDTH = '''\
 VALIDATION_HELPERS = _VALIDATION_HEAD + _VALIDATION_FC_WIDTH
 
 DTYPE_HELPERS = '''
-def get_eagle_draft_dtype(
-    server_args_dtype: str, draft_model_config, target_model_config
-) -> str:
-    """Return the ``--dtype`` the draft model is built with.
+def set_eagle_draft_dtype(
+    server_args: ServerArgs, draft_model_config, target_model_config
+) -> None:
+    """Build the draft model in the target's dtype.
 
     An EAGLE draft model consumes the target's hidden states and shares its embedding
     (and often its lm_head), so it must compute in the target's dtype. At ``--dtype
     auto`` each model takes the dtype of its own config; when the drafter's differs
-    (e.g. a float16 EAGLE-3 drafter on a bfloat16 target), the draft model is built in
-    the target's resolved dtype. An explicit ``--dtype`` gives both models that dtype,
-    so there is nothing to decide and it is kept.
+    (e.g. a float16 EAGLE-3 drafter on a bfloat16 target), ``--dtype`` and the draft
+    model config take the target's, as ``ModelRunner.load_model`` sets both below
+    sm80. An explicit ``--dtype`` gives both models that dtype: nothing changes.
     """
     draft_dtype = str(draft_model_config.dtype).replace("torch.", "")
     target_dtype = str(target_model_config.dtype).replace("torch.", "")
     if draft_dtype == target_dtype:
-        return server_args_dtype
+        return
     logger.info(
         f"At --dtype auto the draft model config gives {draft_dtype} and the target's "
         f"gives {target_dtype}: the draft model is built in {target_dtype}."
     )
-    return target_dtype
+    server_args.dtype = target_dtype
+    draft_model_config.dtype = target_model_config.dtype
 '''
 
 #: What the EAGLE draft builds its steps' attention metadata for (``attention-backends``): under

@@ -16,7 +16,7 @@ PROVIDERS = {
     "EagleDraftInput": "sglang.srt.speculative.eagle_info",
     "EagleDraftExtendInput": "sglang.srt.speculative.eagle_info",
     "get_draft_decode_metadata_batch": "sglang.srt.speculative.eagle_info",
-    "get_eagle_draft_dtype": "sglang.srt.speculative.eagle_info",
+    "set_eagle_draft_dtype": "sglang.srt.speculative.eagle_info",
     "validate_eagle_draft_config": "sglang.srt.speculative.eagle_info",
     "ServerArgs": "sglang.srt.server_args",
     "SpeculativeAlgorithm": "sglang.srt.speculative.spec_info",
