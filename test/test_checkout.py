@@ -59,7 +59,7 @@ def test_git_status_shows_only_the_patch_after_apply_and_nothing_after_revert(
     # the summary goes to stderr, as check's does
     assert (out, err) == (
         "",
-        "reverted SGLang 0.5.11 (git tag v0.5.11) at python/sglang: 15 files restored, "
+        "reverted SGLang 0.5.11 (git tag v0.5.11) at python/sglang: 16 files restored, "
         "2 fork test files removed\n",
     )
 
@@ -103,7 +103,7 @@ def test_check_lists_paths_from_where_it_runs_and_ends_with_the_fix(
     assert err.splitlines() == [
         (
             "checked SGLang 0.5.11 (git tag v0.5.11) at python/sglang: 15 sizing sites to "
-            "route, 28 supporting changes to make, 2 fork test files to add"
+            "route, 29 supporting changes to make, 2 fork test files to add"
         ),
         "to fix, run: sglang-eagle-sizing apply .",
     ]

@@ -194,8 +194,8 @@ START_UP_AFTER = """
             self.eagle_num_aux_hidden_states = get_eagle_num_aux_hidden_states(
                 draft_model_config.hf_config
             )
-            server_args.dtype = get_eagle_draft_dtype(
-                server_args.dtype, draft_model_config, self.target_worker.model_config
+            set_eagle_draft_dtype(
+                server_args, draft_model_config, self.target_worker.model_config
             )
 """
 
@@ -226,7 +226,7 @@ def test_aux_flag_inline_parse_moves_before_the_draft_model_is_built():
         + """
             with ctx:
                 # Init draft worker
-                self.draft_worker = TpModelWorker(server_args=server_args)
+                self.draft_worker = TpModelWorker(server_args=server_args, model_config=draft_model_config)
             self.draft_runner = self.draft_worker.model_runner
             self.init_cuda_graphs()
     """
@@ -251,7 +251,8 @@ def test_aux_flag_is_added_before_super_init_of_a_worker_without_one():
     assert lines[build - 1].strip() == "with ctx, speculative_moe_backend_context():"
     assert "draft_model_config = get_eagle_draft_model_config(server_args)" in lines[build - 16]
     assert lines[build - 7].strip() == "self.eagle_num_aux_hidden_states = get_eagle_num_aux_hidden_states("
-    assert lines[build - 4].strip() == "server_args.dtype = get_eagle_draft_dtype("
+    assert lines[build - 4].strip() == "set_eagle_draft_dtype("
+    assert lines[build].strip().endswith("model_config=draft_model_config)")
     assert [(f.line, f.status) for f in findings] == [(5, "unrouted")]
     assert_idempotent("speculative/multi_layer_eagle_worker.py", after, AuxFlagRule)
 
@@ -269,8 +270,9 @@ def test_aux_flag_and_draft_runner_are_added_to_the_multi_layer_draft_worker():
     lines = textwrap.dedent(after).splitlines()
     assert lines[3].strip().startswith("# The drafter's config, read before")
     assert lines[4].strip() == "draft_model_config = get_eagle_draft_model_config(server_args)"
-    assert lines[16].strip() == "server_args.dtype = get_eagle_draft_dtype("
+    assert lines[16].strip() == "set_eagle_draft_dtype("
     assert lines[19].strip() == "with empty_context():"
+    assert lines[20].strip().endswith("model_config=draft_model_config)")
     assert lines[21].strip().startswith("self.draft_runner_list")
     assert lines[23].strip() == "self.draft_runner = self.draft_runner_list[0]"
 
@@ -1053,7 +1055,7 @@ def test_the_parser_goes_right_after_speculative_algorithm_in_spec_info():
         after.index("def parse_eagle_use_aux_hidden_state("),
         after.index("class SpecInput"),
     )
-    assert algorithm < after.index("def _hf_config_path(") < parser < spec_input
+    assert algorithm < after.index("def invalid_eagle_draft_config(") < parser < spec_input
     assert all(f"\ndef {name}(" in after for name in NAMES)
     assert [(f.label, f.status) for f in findings] == [("parser", Finding.UNROUTED)]
     assert_idempotent(file, after, ParserRule)

@@ -26,7 +26,7 @@ Then four run-time mutants of the patched tree, served the same way, must be cau
   matched, the tokens would stay right, verification keeps greedy output exact, and the
   accept length would change: the test accepts a crash, other tokens or another accept
   length as caught.)
-- ``rule refusal off: _read_num_aux_hidden_states (num_aux_hidden_states)``: the drafter with
+- ``rule refusal off: get_eagle_num_aux_hidden_states (num_aux_hidden_states)``: the drafter with
   a wrong ``num_aux_hidden_states`` is served instead of refused.
 - ``idle: no attention indices``: ``EagleDraftInput.create_idle_input`` without the empty
   ``kv_indptr``/``kv_indices`` (0.5.11's idle input), served under DP attention on the v1
@@ -202,7 +202,7 @@ def test_idle_rank_runs_the_idle_input_sizing_sites(dp_run, name):
 
 MUTANTS = (
     ("target capture: layer ids shifted by one", "eagle3-v1"),
-    ("rule refusal off: _read_num_aux_hidden_states (num_aux_hidden_states)", "eagle3-refused"),
+    ("rule refusal off: get_eagle_num_aux_hidden_states (num_aux_hidden_states)", "eagle3-refused"),
     ("idle: no attention indices", "eagle3-dp-attention-narrow-drafter-v1"),
     # the v2 idle input put back to 0.5.11's width: the target's 64, for a 32-wide drafter
     ("site EAGLEWorkerV2.forward_batch_generation", "eagle3-dp-attention-narrow-drafter-v2"),

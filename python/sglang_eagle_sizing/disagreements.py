@@ -68,7 +68,7 @@ DTYPE_HEADER = """\
 
 At `--dtype auto` each model takes the dtype of its own config. Where the drafter's differs
 from the target's, the patched EAGLE workers build the draft model in the target's dtype
-(`get_eagle_draft_dtype`, at start-up). Per pair: both configs' dtypes at `--dtype auto`, the
+(`set_eagle_draft_dtype`, at start-up). Per pair: both configs' dtypes at `--dtype auto`, the
 one the draft model is built in, the dtype every site of every worker kind now gets, and how
 many of those sites 0.5.11 gave each dtype.
 """

@@ -9,10 +9,10 @@ this package. It is kept black-formatted; a test checks that.
   ids and their number) and the config-only read of the drafter. ``spec_info.py`` imports
   only ``typing`` and ``enum`` at run time, so a model file (``llama_eagle3.py``) reads the
   drafter's config without importing the scheduler stack ``eagle_info.py`` pulls in. Every
-  refusal is one ``ValueError`` built by ``_invalid_draft_config``.
+  refusal is one ``ValueError`` built by ``invalid_eagle_draft_config``.
 - ``HELPERS``: module-level functions of ``srt/speculative/eagle_info.py``, in pieces by the
   concern that inserts them (``HELPERS_BY_CONCERN``): the target's capture check; the
-  start-up validation; the dtype the draft model is built with (``get_eagle_draft_dtype``);
+  start-up validation; the dtype the draft model is built with (``set_eagle_draft_dtype``);
   the draft-runner resolution; the batch the draft's attention metadata is built for. They
   read the drafter's config through the parser's readers, imported from ``spec_info``.
 - ``DECODE_CLASSMETHODS``: ``EagleDraftInput.hidden_size_for`` / ``dtype_for`` (shown in
@@ -58,79 +58,63 @@ def for_release(source: str, has_spec_hidden_size: bool) -> str:
 
 #: After ``SpeculativeAlgorithm`` in ``speculative/spec_info.py`` (the ``parser`` concern).
 PARSER_HELPERS = '''
-def _hf_config_path(hf_config) -> str:
-    return getattr(hf_config, "name_or_path", "") or "<unknown>"
-
-
-def _invalid_draft_config(
-    key: str, value, expected: str, draft_path: str, target_path: Optional[str]
+def invalid_eagle_draft_config(
+    draft_hf_config, key: str, value, expected: str, target_path: Optional[str] = None
 ) -> ValueError:
-    """Build the error raised for an invalid draft model config: the key (``None``
-    when it is missing), its value, what was expected and the config paths."""
+    """Build the error raised for a draft model config an EAGLE worker cannot serve:
+    the key (``None``: missing), its value, what was expected and the paths."""
+    draft_path = getattr(draft_hf_config, "name_or_path", "") or "<unknown>"
     where = f"the draft model config {draft_path}"
     if target_path is not None:
         where += f" for the target model config {target_path}"
     return ValueError(f"Invalid {key}={value!r} in {where}: expected {expected}.")
 
 
-def _read_eagle_config(draft_hf_config, draft_path: str, target_path: Optional[str]):
-    """The drafter's ``eagle_config``: None, a dict, or an object with attributes."""
+def _get_eagle_config_value(draft_hf_config, key: str, default):
+    """``key`` of the drafter's ``eagle_config``: missing, None, a dict or an object."""
     eagle_config = getattr(draft_hf_config, "eagle_config", None)
-    if isinstance(eagle_config, (str, bytes, int, float, list, tuple, set)):
-        raise _invalid_draft_config(
-            "eagle_config",
-            eagle_config,
-            "a dict, an object with attributes, or nothing",
-            draft_path,
-            target_path,
-        )
-    return eagle_config
-
-
-def _get_eagle_config_value(eagle_config, key: str, default):
     if eagle_config is None:
         return default
     if isinstance(eagle_config, dict):
         return eagle_config.get(key, default)
+    if isinstance(eagle_config, (str, bytes, int, float, list, tuple, set)):
+        raise invalid_eagle_draft_config(
+            draft_hf_config,
+            "eagle_config",
+            eagle_config,
+            "a dict, an object with attributes, or nothing",
+        )
     return getattr(eagle_config, key, default)
 
 
-def _read_use_aux_hidden_state(
-    speculative_algorithm: SpeculativeAlgorithm,
-    draft_hf_config,
-    draft_path: str,
-    target_path: Optional[str],
+def parse_eagle_use_aux_hidden_state(
+    speculative_algorithm: SpeculativeAlgorithm, draft_hf_config
 ) -> bool:
+    """Whether the draft model consumes the target's auxiliary hidden states: EAGLE-3
+    does, unless its ``eagle_config.use_aux_hidden_state`` is false."""
     if not speculative_algorithm.is_eagle3():
         return False
-    eagle_config = _read_eagle_config(draft_hf_config, draft_path, target_path)
-    use_aux_hidden_state = _get_eagle_config_value(
-        eagle_config, "use_aux_hidden_state", True
-    )
+    flag = _get_eagle_config_value(draft_hf_config, "use_aux_hidden_state", True)
     # null, 0 and 1 read by their truth value, as before; anything else is refused.
-    if use_aux_hidden_state is not None and use_aux_hidden_state not in (0, 1):
-        raise _invalid_draft_config(
-            "eagle_config.use_aux_hidden_state",
-            use_aux_hidden_state,
-            "true or false",
-            draft_path,
-            target_path,
+    if flag is not None and flag not in (0, 1):
+        raise invalid_eagle_draft_config(
+            draft_hf_config, "eagle_config.use_aux_hidden_state", flag, "true or false"
         )
-    return bool(use_aux_hidden_state)
+    return bool(flag)
 
 
-def _read_aux_layer_ids(
-    draft_hf_config, draft_path: str, target_path: Optional[str]
+def read_eagle_aux_hidden_state_layer_ids(
+    draft_hf_config,
 ) -> Tuple[Optional[str], Optional[List[int]]]:
-    """(the key that declares them, the layer ids), from ``eagle_config`` or the top
-    level of the config (both must agree); (None, None) when not declared."""
-    eagle_config = _read_eagle_config(draft_hf_config, draft_path, target_path)
+    """(the key that declares them, the target layers the drafter names for EAGLE-3 to
+    capture), from ``eagle_config`` or the top level of the config (both must agree);
+    (None, None): the target's default layers."""
     declared = []
     for key, layer_ids in (
         (
             "eagle_config.eagle_aux_hidden_state_layer_ids",
             _get_eagle_config_value(
-                eagle_config, "eagle_aux_hidden_state_layer_ids", None
+                draft_hf_config, "eagle_aux_hidden_state_layer_ids", None
             ),
         ),
         (
@@ -148,71 +132,45 @@ def _read_aux_layer_ids(
                 for i in layer_ids
             )
         ):
-            raise _invalid_draft_config(
+            raise invalid_eagle_draft_config(
+                draft_hf_config,
                 key,
                 layer_ids,
                 "a non-empty list of target layer indices",
-                draft_path,
-                target_path,
             )
         declared.append((key, list(layer_ids)))
-    if not declared:
-        return None, None
     if len(declared) == 2 and declared[0][1] != declared[1][1]:
         (nested_key, nested_ids), (key, layer_ids) = declared
-        raise _invalid_draft_config(
+        raise invalid_eagle_draft_config(
+            draft_hf_config,
             key,
             layer_ids,
             f"the layers of {nested_key}={nested_ids!r}",
-            draft_path,
-            target_path,
         )
-    return declared[0]
-
-
-def _read_num_aux_hidden_states(
-    draft_hf_config, draft_path: str, target_path: Optional[str]
-) -> int:
-    key, layer_ids = _read_aux_layer_ids(draft_hf_config, draft_path, target_path)
-    num_aux = len(layer_ids) if layer_ids else 3
-    declared_num_aux = getattr(draft_hf_config, "num_aux_hidden_states", None)
-    if declared_num_aux is not None and declared_num_aux != num_aux:
-        captured = f"layers in {key}" if key else "the target's default layers"
-        raise _invalid_draft_config(
-            "num_aux_hidden_states",
-            declared_num_aux,
-            f"{num_aux}, the number of {captured}",
-            draft_path,
-            target_path,
-        )
-    return num_aux
-
-
-def parse_eagle_use_aux_hidden_state(
-    speculative_algorithm: SpeculativeAlgorithm, draft_hf_config
-) -> bool:
-    """Whether the draft model consumes the target's auxiliary hidden states: EAGLE-3
-    does, unless its ``eagle_config.use_aux_hidden_state`` is false."""
-    return _read_use_aux_hidden_state(
-        speculative_algorithm, draft_hf_config, _hf_config_path(draft_hf_config), None
-    )
+    return declared[0] if declared else (None, None)
 
 
 def get_eagle_aux_hidden_state_layer_ids(draft_hf_config) -> Optional[List[int]]:
     """The target layers the drafter names for EAGLE-3 to capture; None: the target's
     default layers."""
-    _, layer_ids = _read_aux_layer_ids(
-        draft_hf_config, _hf_config_path(draft_hf_config), None
-    )
-    return layer_ids
+    return read_eagle_aux_hidden_state_layer_ids(draft_hf_config)[1]
 
 
 def get_eagle_num_aux_hidden_states(draft_hf_config) -> int:
     """Number of target layers whose hidden states EAGLE-3 concatenates: the layer ids
     the drafter declares, else 3; a declared ``num_aux_hidden_states`` must agree."""
-    return _read_num_aux_hidden_states(
-        draft_hf_config, _hf_config_path(draft_hf_config), None
-    )
+    key, layer_ids = read_eagle_aux_hidden_state_layer_ids(draft_hf_config)
+    num_aux = len(layer_ids) if layer_ids else 3
+    declared_num_aux = getattr(draft_hf_config, "num_aux_hidden_states", None)
+    if declared_num_aux is not None and declared_num_aux != num_aux:
+        captured = f"layers in {key}" if key else "the target's default layers"
+        raise invalid_eagle_draft_config(
+            draft_hf_config,
+            "num_aux_hidden_states",
+            declared_num_aux,
+            f"{num_aux}, the number of {captured}",
+        )
+    return num_aux
 
 
 def get_eagle_draft_model_config(server_args: ServerArgs):
@@ -235,29 +193,23 @@ def get_eagle_captured_layer_ids(
     """``get_eagle_aux_hidden_state_layer_ids``, checked against the target: layer
     ``i``'s output is captured as the input of layer ``i + 1``, so the last layer's id
     is refused, naming the key and the target's layer count."""
-    draft_path = _hf_config_path(draft_hf_config)
-    target_path = getattr(target_model_config, "model_path", None) or "<unknown>"
-    key, layer_ids = _read_aux_layer_ids(draft_hf_config, draft_path, target_path)
+    key, layer_ids = read_eagle_aux_hidden_state_layer_ids(draft_hf_config)
     num_layers = target_model_config.num_hidden_layers
     if layer_ids is not None and max(layer_ids) > num_layers - 2:
-        raise _invalid_draft_config(
+        target_path = getattr(target_model_config, "model_path", None) or "<unknown>"
+        raise invalid_eagle_draft_config(
+            draft_hf_config,
             key,
             layer_ids,
             f"layer ids 0 to {num_layers - 2}, whose outputs (hidden states 1 to "
             f"{num_layers - 1}) a target of {num_layers} layers captures; hidden "
             f"state {max(layer_ids) + 1} is not captured",
-            draft_path,
             target_path,
         )
     return layer_ids
 '''
 
 _VALIDATION_HEAD = '''
-def _config_path(model_config) -> str:
-    path = getattr(model_config, "model_path", None)
-    return path or _hf_config_path(model_config.hf_config)
-
-
 def validate_eagle_draft_config(
     speculative_algorithm: SpeculativeAlgorithm, draft_model_config, target_model_config
 ) -> None:
@@ -271,11 +223,11 @@ def validate_eagle_draft_config(
     if not speculative_algorithm.is_eagle3():
         return
     draft_hf_config = draft_model_config.hf_config
-    paths = (_config_path(draft_model_config), _config_path(target_model_config))
-    use_aux_hidden_state = _read_use_aux_hidden_state(
-        speculative_algorithm, draft_hf_config, *paths
+    target_path = getattr(target_model_config, "model_path", None) or "<unknown>"
+    use_aux_hidden_state = parse_eagle_use_aux_hidden_state(
+        speculative_algorithm, draft_hf_config
     )
-    num_aux = _read_num_aux_hidden_states(draft_hf_config, *paths)
+    num_aux = get_eagle_num_aux_hidden_states(draft_hf_config)
     if not use_aux_hidden_state:
         return
     target_hidden_size = target_model_config.hidden_size
@@ -284,14 +236,14 @@ def validate_eagle_draft_config(
         declared_target_hidden_size is not None
         and declared_target_hidden_size != target_hidden_size
     ):
-        raise _invalid_draft_config(
+        raise invalid_eagle_draft_config(
+            draft_hf_config,
             "target_hidden_size",
             declared_target_hidden_size,
             f"{target_hidden_size}, the target's hidden_size",
-            *paths,
+            target_path,
         )
-    key, layer_ids = _read_aux_layer_ids(draft_hf_config, *paths)
-    if layer_ids is None:
+    if get_eagle_aux_hidden_state_layer_ids(draft_hf_config) is None:
         # Without declared ids the target captures the inputs of its layers
         # [2, L // 2, L - 3]: layer 0's input is the embedding (llama.py adds a None
         # residual to it), an index past the last layer captures nothing, and a
@@ -300,13 +252,14 @@ def validate_eagle_draft_config(
         default_ids = [2, num_layers // 2, num_layers - 3]
         captured = {i for i in default_ids if 0 < i < num_layers}
         if len(captured) < num_aux:
-            raise _invalid_draft_config(
+            raise invalid_eagle_draft_config(
+                draft_hf_config,
                 "eagle_config.eagle_aux_hidden_state_layer_ids",
                 None,
                 f"{num_aux} layer ids for a target of {num_layers} layers: by default "
                 f"it captures the inputs of its layers {default_ids}, the outputs of "
                 f"only {len(captured)} of its layers",
-                *paths,
+                target_path,
             )
 '''
 
@@ -322,40 +275,42 @@ _VALIDATION_FC_WIDTH = '''\
     fc_hidden_size = declared_target_hidden_size or draft_model_config.hidden_size
     if fc_hidden_size == target_hidden_size:
         return
-    raise _invalid_draft_config(
+    raise invalid_eagle_draft_config(
+        draft_hf_config,
         "target_hidden_size",
         declared_target_hidden_size,
         f"{target_hidden_size}, the target's hidden_size: without it the draft "
         f"model's fc reads each aux hidden state as hidden_size = {fc_hidden_size} "
         f"features, the target's are {target_hidden_size} wide",
-        *paths,
+        target_path,
     )
 '''
 
 VALIDATION_HELPERS = _VALIDATION_HEAD + _VALIDATION_FC_WIDTH
 
 DTYPE_HELPERS = '''
-def get_eagle_draft_dtype(
-    server_args_dtype: str, draft_model_config, target_model_config
-) -> str:
-    """Return the ``--dtype`` the draft model is built with.
+def set_eagle_draft_dtype(
+    server_args: ServerArgs, draft_model_config, target_model_config
+) -> None:
+    """Build the draft model in the target's dtype.
 
     An EAGLE draft model consumes the target's hidden states and shares its embedding
     (and often its lm_head), so it must compute in the target's dtype. At ``--dtype
     auto`` each model takes the dtype of its own config; when the drafter's differs
-    (e.g. a float16 EAGLE-3 drafter on a bfloat16 target), the draft model is built in
-    the target's resolved dtype. An explicit ``--dtype`` gives both models that dtype,
-    so there is nothing to decide and it is kept.
+    (e.g. a float16 EAGLE-3 drafter on a bfloat16 target), ``--dtype`` and the draft
+    model config take the target's, as ``ModelRunner.load_model`` sets both below
+    sm80. An explicit ``--dtype`` gives both models that dtype: nothing changes.
     """
     draft_dtype = str(draft_model_config.dtype).replace("torch.", "")
     target_dtype = str(target_model_config.dtype).replace("torch.", "")
     if draft_dtype == target_dtype:
-        return server_args_dtype
+        return
     logger.info(
         f"At --dtype auto the draft model config gives {draft_dtype} and the target's "
         f"gives {target_dtype}: the draft model is built in {target_dtype}."
     )
-    return target_dtype
+    server_args.dtype = target_dtype
+    draft_model_config.dtype = target_model_config.dtype
 '''
 
 #: What the EAGLE draft builds its steps' attention metadata for (``attention-backends``): under

@@ -269,21 +269,20 @@ def captured_hidden_states(layer_ids: list[int] | None, num_layers: int) -> list
 
 def built_pair(pair, algorithm: str, patched_info):
     """``pair`` with the draft ``ModelConfig`` the patched EAGLE draft worker builds at
-    ``--dtype auto``: the patched tree's own ``get_eagle_draft_dtype`` decides its dtype,
-    resolved by SGLang's ``_get_and_verify_dtype`` as ``ModelConfig`` resolves it. A
-    STANDALONE draft model is built from its own config, unchanged."""
+    ``--dtype auto``: the patched tree's own ``set_eagle_draft_dtype`` decides its dtype, on a
+    copy of the draft config. A STANDALONE draft model is built from its own config,
+    unchanged."""
     import copy
     import dataclasses
-
-    from sglang.srt.configs.model_config import _get_and_verify_dtype
+    from types import SimpleNamespace
 
     if algorithm == "STANDALONE":
         return pair
-    chosen = patched_info.get_eagle_draft_dtype("auto", pair.draft, pair.target)
-    if chosen == "auto":
-        return pair
+    server_args = SimpleNamespace(dtype="auto")
     draft = copy.copy(pair.draft)
-    draft.dtype = _get_and_verify_dtype(draft.hf_text_config, chosen)
+    patched_info.set_eagle_draft_dtype(server_args, draft, pair.target)
+    if server_args.dtype == "auto":
+        return pair
     return dataclasses.replace(pair, draft=draft)
 
 

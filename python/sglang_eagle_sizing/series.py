@@ -106,13 +106,16 @@ states assumes three.
   the top level of the config; both must agree) and
   `get_eagle_num_aux_hidden_states(draft_hf_config)` (their number, else 3; a declared
   `num_aux_hidden_states` must agree). A malformed value is refused with one `ValueError`
-  naming the key, the value and the config.
+  naming the key, the value and the draft config (`invalid_eagle_draft_config`, which the
+  checks against the target in later patches raise too).
 - `get_eagle_draft_model_config(server_args)`: the draft `ModelConfig` built the way the
   draft `TpModelWorker` builds it (config only, no weights).
 - `EAGLEWorker`, `EagleDraftWorker`, `MultiLayerEagleWorker`, `MultiLayerEagleDraftWorker`:
-  read the draft config before the draft model is built, and set
-  `eagle_use_aux_hidden_state` and `eagle_num_aux_hidden_states` from it; the inline
-  parsing goes.
+  build the draft config before the draft model, set `eagle_use_aux_hidden_state` and
+  `eagle_num_aux_hidden_states` from it, and hand it to the draft `TpModelWorker`
+  (`model_config=draft_model_config`); the inline parsing goes.
+- `TpModelWorker.__init__` takes an optional `model_config`: given, it is used instead of
+  building the same config again.
 
 ## Behavior changes
 
@@ -127,17 +130,18 @@ now have both attributes.
   the scheduler stack, and `eagle_info.py` pulls it in (`schedule_batch`, `sgl_kernel`,
   `eagle_info_v2`, `model_runner`): `llama_eagle3.py` reads the drafter's aux layers in a
   later patch, and imports the parser from `spec_info` at the top of the module. The
-  workers import it from there too, and `eagle_info.py`'s checks share its readers.
-- The four workers have no common base that builds the draft model, so each reads the draft
-  config right before it builds its own; the draft `TpModelWorker` still builds its
-  `ModelConfig` as before. The second read of `config.json` comes from the local (or hub)
-  cache: milliseconds.
+  workers import it from there too, and `eagle_info.py`'s checks call its public
+  functions.
+- The four workers have no common base that builds the draft model, so each builds the
+  draft config right before it builds the draft `TpModelWorker`, which takes it: the
+  drafter's `ModelConfig` is built once per worker, as before (the target `ModelRunner`'s
+  own read of it for EAGLE-3 is unchanged).
 
 ## Tests
 
 `TestEagleConfigParser` (every accepted and refused form) and `TestWorkerStartUp` (the four
-workers parse the drafter in their own `__init__`, started on the CPU with the draft model
-runners replaced; the folder's `common.py` holds the synthetic configs, the stand-ins and
+workers parse the drafter in their own `__init__` and build its `ModelConfig` once, started
+on the CPU with the draft model runners replaced; the folder's `common.py` holds the synthetic configs, the stand-ins and
 the worker start-up the later test files share): {cpu_test_command(concerns.PARSER)}.
 """,
     ),
@@ -216,7 +220,8 @@ model is built. EAGLE-3 only; other algorithms are not checked.
 ## Behavior changes
 
 The drafters above are refused at start-up with a `ValueError` naming the key, its value,
-what was expected and both config paths, instead of failing at the first request. Every
+what was expected and both config paths (a malformed declaration, which the parser refuses,
+names the draft config alone), instead of failing at the first request. Every
 drafter that served before still serves.
 
 ## Design notes
@@ -257,15 +262,15 @@ https://github.com/sgl-project/sglang/pull/25894 (open) proposes the same choice
 
 ## Modifications
 
-`get_eagle_draft_dtype(server_args_dtype, draft_model_config, target_model_config)`: the
-target's resolved dtype when the drafter's config gives another, else `server_args.dtype`
-unchanged. Each EAGLE worker sets `server_args.dtype` to it before the draft
-`TpModelWorker` is built, and logs one line when it differs.
+`set_eagle_draft_dtype(server_args, draft_model_config, target_model_config)`: when the
+drafter's config gives another dtype than the target's resolved one, `server_args.dtype` and
+the draft config's `dtype` become the target's, with one log line; else nothing changes.
+Each EAGLE worker calls it on the draft config it hands to the draft `TpModelWorker`.
 
-`server_args.dtype` is what the draft `TpModelWorker` reads
-(`ModelConfig.from_server_args` takes no dtype of its own), and the workers already rewrite
-`server_args` the same way before the draft model is built (context length, hot-token
-vocabulary). After start-up it names the dtype both models run in.
+This is how `ModelRunner.load_model` switches to float16 below sm80: both
+`server_args.dtype` and `model_config.dtype` (`ModelConfig` reads its `dtype` argument into
+that attribute alone), so the config is not built again. After start-up `server_args.dtype`
+names the dtype both models run in.
 
 ## Behavior changes
 

@@ -235,12 +235,16 @@ DRAFT_RUNNER_WORKERS: dict[tuple[str, str], str] = {
 #: drafter's eagle_config through the same parser as the workers.
 TARGET_CAPTURE = ("model_executor/model_runner.py", "ModelRunner.__init__")
 
+#: The draft ``TpModelWorker`` takes the ``ModelConfig`` its EAGLE worker built at start-up
+#: (``rules/draft_model_config.py``).
+DRAFT_MODEL_CONFIG_WORKER = ("managers/tp_worker.py", "TpModelWorker.__init__")
+
 #: Files the rules read: every file that holds a site or a worker, and nothing else.
 SITE_FILES: tuple[str, ...] = tuple(
     sorted(
         {s.file for s in SITES}
         | {f for f, _ in AUX_FLAG_WORKERS}
-        | {TARGET_CAPTURE[0], PARSER_FILE[0]}
+        | {TARGET_CAPTURE[0], PARSER_FILE[0], DRAFT_MODEL_CONFIG_WORKER[0]}
     )
 )
 

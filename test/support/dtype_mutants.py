@@ -26,31 +26,43 @@ from conftest import LIBCUDA_STUB_SOURCE as STUB_SOURCE, SUPPORT, probe_json, ru
 from sglang_eagle_sizing.cli import main as cli_main  # noqa: E402
 
 DTYPE_LINE = (
-    "        server_args.dtype = get_eagle_draft_dtype(\n"
-    "            server_args.dtype, draft_model_config, self.target_worker.model_config\n"
+    "        set_eagle_draft_dtype(\n"
+    "            server_args, draft_model_config, self.target_worker.model_config\n"
     "        )\n"
+)
+CHANGE = (
+    "    server_args.dtype = target_dtype\n"
+    "    draft_model_config.dtype = target_model_config.dtype\n"
 )
 #: name -> (file under srt/, text, replacement)
 MUTANTS = {
-    "decision returns --dtype unchanged (0.5.11's behaviour)": (
+    "decision keeps --dtype unchanged (0.5.11's behaviour)": (
+        "speculative/eagle_info.py", CHANGE, ""
+    ),
+    "--dtype set, the handed draft config left in its own dtype": (
         "speculative/eagle_info.py",
-        "    return target_dtype\n",
-        "    return server_args_dtype\n",
+        "    draft_model_config.dtype = target_model_config.dtype\n",
+        "",
     ),
     "the drafter's dtype wins": (
         "speculative/eagle_info.py",
-        "    return target_dtype\n",
-        "    return draft_dtype\n",
+        CHANGE,
+        "    server_args.dtype = draft_dtype\n",
     ),
     "always bfloat16": (
         "speculative/eagle_info.py",
         "    draft_dtype = str(",
-        '    return "bfloat16"\n    draft_dtype = str(',
+        '    server_args.dtype = "bfloat16"\n'
+        "    draft_model_config.dtype = torch.bfloat16\n"
+        "    return\n"
+        "    draft_dtype = str(",
     ),
     "--dtype auto replaced even when both agree": (
         "speculative/eagle_info.py",
-        "    if draft_dtype == target_dtype:\n        return server_args_dtype\n",
-        "    if draft_dtype == target_dtype:\n        return target_dtype\n",
+        "    if draft_dtype == target_dtype:\n        return\n",
+        "    if draft_dtype == target_dtype:\n"
+        "        server_args.dtype = target_dtype\n"
+        "        return\n",
     ),
     "EAGLEWorker without the dtype statement": ("speculative/eagle_worker.py", DTYPE_LINE, ""),
     "EagleDraftWorker without the dtype statement": ("speculative/eagle_worker_v2.py", DTYPE_LINE, ""),

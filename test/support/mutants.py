@@ -640,19 +640,6 @@ def _drop_call_statement(text: str, qualified: str, callee: str) -> str:
     raise MutantError(f"{qualified}: no statement calls {callee}")
 
 
-def _drop_assignment_of(text: str, qualified: str, callee: str) -> str:
-    """Remove the assignment of ``qualified`` whose value calls ``callee``."""
-    function = _function(ast.parse(text), qualified)
-    for node in ast.walk(function):
-        if (
-            isinstance(node, ast.Assign)
-            and isinstance(node.value, ast.Call)
-            and ast.unparse(node.value.func) == callee
-        ):
-            return _replace_statements(text, [node], "pass")
-    raise MutantError(f"{qualified}: no assignment calls {callee}")
-
-
 PD_CONDITION_TEXT = (
     "if self.spec_algorithm.is_eagle()\n"
     "                    or self.spec_algorithm.is_standalone()\n"
@@ -748,18 +735,29 @@ PATH_MUTATIONS = [
     ),
     (
         "start-up: EAGLE drafters keep their own dtype",
-        "get_eagle_draft_dtype keeps --dtype auto: a float16 drafter on a bfloat16 target "
+        "set_eagle_draft_dtype keeps --dtype auto: a float16 drafter on a bfloat16 target "
         "is built in float16 (issue 16's decision undone)",
         "speculative/eagle_info.py",
-        lambda t: _with_body(t, "get_eagle_draft_dtype", "return server_args_dtype"),
+        lambda t: _with_body(t, "set_eagle_draft_dtype", "return None"),
     ),
     (
         "start-up: EagleDraftWorker ignores the dtype decision",
-        "EagleDraftWorker.__init__ no longer sets server_args.dtype from "
-        "get_eagle_draft_dtype",
+        "EagleDraftWorker.__init__ no longer calls set_eagle_draft_dtype",
         "speculative/eagle_worker_v2.py",
-        lambda t: _drop_assignment_of(
-            t, "EagleDraftWorker.__init__", "get_eagle_draft_dtype"
+        lambda t: _drop_call_statement(
+            t, "EagleDraftWorker.__init__", "set_eagle_draft_dtype"
+        ),
+    ),
+    (
+        "start-up: EagleDraftWorker builds the draft config twice",
+        "EagleDraftWorker.__init__ no longer hands its draft ModelConfig to the draft "
+        "TpModelWorker, which builds the same config a second time",
+        "speculative/eagle_worker_v2.py",
+        lambda t: _replace_in_function(
+            t,
+            "EagleDraftWorker.__init__",
+            "                model_config=draft_model_config,\n",
+            "",
         ),
     ),
     (

@@ -431,13 +431,10 @@ def main() -> None:
             target = configs.get(case["target"]) or ModelConfig(case["target"])
             draft = configs.get(case["draft"]) or ModelConfig(case["draft"], is_draft_model=True)
             if case["algorithm"] != "STANDALONE":
-                # the config an EAGLE draft TpModelWorker builds at --dtype auto: in the
+                # the config an EAGLE draft TpModelWorker is handed at --dtype auto: in the
                 # dtype the patched start-up chose (start_up_dtypes runs that path itself)
-                draft = ModelConfig(
-                    case["draft"],
-                    is_draft_model=True,
-                    dtype=eagle_info.get_eagle_draft_dtype("auto", draft, target),
-                )
+                draft = ModelConfig(case["draft"], is_draft_model=True)
+                eagle_info.set_eagle_draft_dtype(SimpleNamespace(dtype="auto"), draft, target)
             configs[case["draft"]], configs[case["target"]] = draft, target
             for cls in kinds[case["algorithm"]]:
                 worker = make_worker(cls, draft, target, case["algorithm"])

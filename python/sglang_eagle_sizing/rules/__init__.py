@@ -8,6 +8,7 @@ from .aux_flag import AuxFlagRule
 from .contract import ContractRule
 from .disaggregation import MetadataBufferRule
 from .draft_metadata import DraftMetadataRule
+from .draft_model_config import DraftModelConfigRule
 from .draft_runner import DraftRunnerRule
 from .drafter_fc import DrafterFcRule
 from .eagle3_norm_variants import Eagle3NormVariantsRule
@@ -26,6 +27,7 @@ RULES = (
     ContractRule,
     DraftRunnerRule,
     AuxFlagRule,
+    DraftModelConfigRule,
     IdleInputRule,
     ExtendIdleRule,
     IdleAttentionRule,

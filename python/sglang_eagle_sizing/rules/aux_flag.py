@@ -6,10 +6,10 @@ Right before the statement of ``__init__`` that builds and loads the draft model
 inserts the start-up block (``START_UP``): the drafter's ``ModelConfig`` from its config alone
 (``get_eagle_draft_model_config``), ``validate_eagle_draft_config`` against the target, and the
 two attributes the classmethods read, ``eagle_use_aux_hidden_state`` and
-``eagle_num_aux_hidden_states``; last, ``server_args.dtype`` becomes the dtype the draft model is
-built with (``get_eagle_draft_dtype``: the target's resolved dtype when, at ``--dtype auto``, the
-drafter's config gives another; else unchanged), which the draft ``TpModelWorker`` reads through
-``ModelConfig.from_server_args``. 0.5.11's inline parsing of the flag after the draft model is
+``eagle_num_aux_hidden_states``; last, ``set_eagle_draft_dtype`` gives ``server_args.dtype`` and
+that config the target's resolved dtype when, at ``--dtype auto``, the drafter's config gives
+another. The draft ``TpModelWorker`` is handed that config (``model_config=draft_model_config``,
+``rules/draft_model_config.py``): the drafter's config is built once. 0.5.11's inline parsing of the flag after the draft model is
 built (``self.eagle_use_aux_hidden_state = False`` followed by an ``if ...is_eagle3():`` block)
 goes. A bad drafter then stops the worker before any weight loads.
 """
@@ -27,6 +27,7 @@ from ..sites import AUX_FLAG_WORKERS, SERVER_ARGS, TARGET_MODEL_CONFIG
 from ..syntax import (
     code_of,
     dotted,
+    keyword_arg,
     local_assigned,
     names_read,
     statements,
@@ -39,7 +40,7 @@ PARSER_CALL = "parse_eagle_use_aux_hidden_state"
 COUNTER = "get_eagle_num_aux_hidden_states"
 VALIDATOR = "validate_eagle_draft_config"
 READER = "get_eagle_draft_model_config"
-DTYPE_CHOOSER = "get_eagle_draft_dtype"
+DTYPE_CHOOSER = "set_eagle_draft_dtype"
 DRAFT_MODEL_CONFIG = "draft_model_config"
 
 START_UP_COMMENT = ("The drafter's config, read before its weights load.",)
@@ -61,9 +62,7 @@ def start_up_block() -> str:
         lines.append(f"{NUM_AUX} = {COUNTER}({DRAFT_MODEL_CONFIG}.hf_config)\n")
     if enabled(DTYPE):
         lines.append(
-            f"{SERVER_ARGS}.dtype = {DTYPE_CHOOSER}(\n"
-            f"    {SERVER_ARGS}.dtype, {DRAFT_MODEL_CONFIG}, {TARGET_MODEL_CONFIG}\n"
-            ")\n"
+            f"{DTYPE_CHOOSER}({SERVER_ARGS}, {DRAFT_MODEL_CONFIG}, {TARGET_MODEL_CONFIG})\n"
         )
     return "".join(lines)
 
@@ -124,6 +123,38 @@ def _builds_draft_model(builder: str):
     return predicate
 
 
+class _PassDraftModelConfig(cst.CSTTransformer):
+    """Add ``model_config=draft_model_config`` to the call of ``builder``: the draft
+    ``TpModelWorker`` takes the config the start-up block built."""
+
+    def __init__(self, builder: str):
+        self.builds = _builds_draft_model(builder)
+
+    def leave_Call(self, original_node, updated_node):
+        if not self.builds(original_node) or keyword_arg(updated_node, "model_config"):
+            return updated_node
+        args = list(updated_node.args)
+        new = cst.Arg(
+            keyword=cst.Name("model_config"),
+            value=cst.Name(DRAFT_MODEL_CONFIG),
+            equal=cst.AssignEqual(
+                whitespace_before=cst.SimpleWhitespace(""),
+                whitespace_after=cst.SimpleWhitespace(""),
+            ),
+        )
+        if args:
+            # The new argument takes the last one's comma (a call one argument a line),
+            # the last one the comma of the one before it.
+            new = new.with_changes(comma=args[-1].comma)
+            comma = (
+                args[-2].comma
+                if len(args) > 1
+                else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            )
+            args[-1] = args[-1].with_changes(comma=comma)
+        return updated_node.with_changes(args=[*args, new])
+
+
 def _assigns_flag(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Assign) and any(
         dotted(t.target) in (FLAG, NUM_AUX) for t in node.targets
@@ -159,14 +190,20 @@ class AuxFlagRule(Rule):
             raise self.fail(
                 original_node, f"{scope}: no statement calls {builder}(...)"
             )
+        if enabled(PARSER):
+            body[anchor] = body[anchor].visit(_PassDraftModelConfig(builder))
         start_up = statements(start_up_block(), self.column_of(original_body[anchor]))
         wanted = [_bare(s) for s in start_up]
         size = len(start_up)
         if anchor >= size and [_bare(s) for s in body[anchor - size : anchor]] == wanted:
             rest = body[: anchor - size] + body[anchor:]
             if not any(_contains(s, _assigns_flag) for s in rest):
-                self.report(original_body[anchor - size + 2], "aux-flag", Finding.ROUTED, scope)
-                return updated_node
+                passed = body[anchor].deep_equals(updated_node.body.body[anchor])
+                status = Finding.ROUTED if passed else Finding.UNROUTED
+                self.report(original_body[anchor - size + 2], "aux-flag", status, scope)
+                return updated_node.with_changes(
+                    body=updated_node.body.with_changes(body=body)
+                )
         # 0.5.11's inline parsing: `flag = <default>` then `if ...: ... flag = ...`.
         kept: list[cst.BaseStatement] = []
         kept_anchor = 0

@@ -16,20 +16,18 @@ PROVIDERS = {
     "EagleDraftInput": "sglang.srt.speculative.eagle_info",
     "EagleDraftExtendInput": "sglang.srt.speculative.eagle_info",
     "get_draft_decode_metadata_batch": "sglang.srt.speculative.eagle_info",
-    "get_eagle_draft_dtype": "sglang.srt.speculative.eagle_info",
+    "set_eagle_draft_dtype": "sglang.srt.speculative.eagle_info",
     "validate_eagle_draft_config": "sglang.srt.speculative.eagle_info",
     "ServerArgs": "sglang.srt.server_args",
     "SpeculativeAlgorithm": "sglang.srt.speculative.spec_info",
     # The parser of the drafter's config (inserted.PARSER_HELPERS): its public functions,
-    # and the readers eagle_info.py's checks share with it.
+    # eagle_info.py's checks read the drafter through them too.
     "get_eagle_draft_model_config": "sglang.srt.speculative.spec_info",
     "get_eagle_num_aux_hidden_states": "sglang.srt.speculative.spec_info",
     "parse_eagle_use_aux_hidden_state": "sglang.srt.speculative.spec_info",
-    "_hf_config_path": "sglang.srt.speculative.spec_info",
-    "_invalid_draft_config": "sglang.srt.speculative.spec_info",
-    "_read_aux_layer_ids": "sglang.srt.speculative.spec_info",
-    "_read_num_aux_hidden_states": "sglang.srt.speculative.spec_info",
-    "_read_use_aux_hidden_state": "sglang.srt.speculative.spec_info",
+    "get_eagle_aux_hidden_state_layer_ids": "sglang.srt.speculative.spec_info",
+    "invalid_eagle_draft_config": "sglang.srt.speculative.spec_info",
+    "read_eagle_aux_hidden_state_layer_ids": "sglang.srt.speculative.spec_info",
 }
 
 

@@ -12,7 +12,9 @@ import logging
 import sys
 import unittest
 from pathlib import Path
+from unittest import mock
 
+from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.speculative.eagle_worker import EAGLEWorker
 from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
 from sglang.srt.speculative.multi_layer_eagle_worker import MultiLayerEagleWorker
@@ -53,6 +55,29 @@ class TestWorkerStartUp(WorkerTestCase):
         self.assert_parsed(
             self.start(MultiLayerEagleWorker, "EAGLE", HC_DRAFTER), False, 3
         )
+
+    def test_the_draft_config_is_built_once(self):
+        """Each worker builds its drafter's ModelConfig to read it before the draft
+        model, and the draft TpModelWorker takes that one: one build, a float16
+        drafter built in its bfloat16 target's dtype included."""
+        real_init = ModelConfig.__init__
+        for cls, algorithm, draft in (
+            (EAGLEWorker, "EAGLE3", eagle3()),
+            (EAGLEWorkerV2, "EAGLE3", eagle3()),
+            (MultiLayerEagleWorker, "EAGLE", HC_DRAFTER),
+            (MultiLayerEagleWorkerV2, "EAGLE3", FOUR_LAYER_EAGLE3),
+        ):
+            builds = []
+
+            def counting_init(config, *args, **kwargs):
+                if kwargs.get("is_draft_model"):
+                    builds.append(cls.__name__)
+                real_init(config, *args, **kwargs)
+
+            with self.subTest(worker=cls.__name__):
+                with mock.patch.object(ModelConfig, "__init__", counting_init):
+                    self.start(cls, algorithm, draft)
+                self.assertEqual(len(builds), 1)
 
     def test_a_good_drafter_is_loaded_once(self):
         for cls in (EAGLEWorker, EAGLEWorkerV2, MultiLayerEagleWorkerV2):
