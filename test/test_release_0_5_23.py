@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -17,13 +18,18 @@ import pytest
 from conftest import git, git_status, make_checkout
 from conftest import run_cli as run
 from conftest import tree_digest
-from support.mutants_0_5_23 import MUTANTS
 from sglang_eagle_sizing import families
 from sglang_eagle_sizing.after_refactor import sites
 from sglang_eagle_sizing.tree import SglangTree
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "test" / "support"))
+
+import release_0_5_23_tables as tables  # noqa: E402
+from mutants_0_5_23 import MUTANTS  # noqa: E402
+
 PYTHON_0_5_23 = ROOT / ".venv-0.5.23" / "bin" / "python"
 READERS = [
     "python/sglang/srt/" + f
@@ -157,3 +163,41 @@ def test_each_mutant_is_killed_by_its_fork_test(patched_0_5_23, mutant):
         git(patched_0_5_23, "checkout", "-q", "--", ".")
     assert result.returncode != 0, f"{mutant.name}: {mutant.killed_by} still passes"
     assert re.search(r"^(FAIL|ERROR): test_", result.stderr, re.M), result.stderr[-2000:]
+
+
+def _doc_rows(start: str, end: str) -> list[str]:
+    document = (ROOT / "docs" / "release-0.5.23.md").read_text()
+    table = document[document.index(start) : document.index(end)]
+    return [line for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+
+
+def test_the_mutant_table_in_the_docs_lists_every_mutant_killed():
+    """scripts/release_0_5_23_tables.py writes it; each row its mutant, its fork test, killed."""
+    rows = _doc_rows(tables.MUTANTS_START, tables.MUTANTS_END)
+    assert [row.split(" | ")[0].removeprefix("| ") for row in rows] == [m.name for m in MUTANTS]
+    assert all("| killed: test_" in row for row in rows), rows
+
+
+def test_the_series_table_in_the_docs_is_the_series(tmp_path):
+    """Every column but the fork tests' (the script runs those at every commit)."""
+    fresh = tables.series_rows(tmp_path, run_tests=False)
+    documented = _doc_rows(tables.SERIES_START, tables.SERIES_END)
+    assert [r.rsplit(" | ", 1)[0] for r in documented] == [r.rsplit(" | ", 1)[0] for r in fresh]
+    assert all(row.endswith(" tests OK |") for row in documented), documented
+    assert all(int(row.split(" | ")[2]) <= 250 for row in documented), documented
+
+
+def test_pr_describes_every_patch_of_the_series(fork):
+    code, out, err = run("pr", str(fork))
+    assert code == 0, err
+    from sglang_eagle_sizing import series
+
+    for number, patch in enumerate(series.patches(family=families.AFTER_REFACTOR), start=1):
+        assert f"## {number}. {patch.subject}\n" in out
+    assert git_status(fork) == []
+
+
+def test_report_says_it_does_not_read_a_0_5_23_tree(fork):
+    code, out, err = run("report", "--sglang", str(fork))
+    assert (code, out) == (2, "")
+    assert err.startswith("error: SGLang 0.5.23 (git tag v0.5.23) at ") and "0.5.9-0.5.11" in err

@@ -449,7 +449,23 @@ def quiet_sglang():
 
 def run(args) -> int:
     from .configs import ConfigError, precheck
+    from .families import BEFORE_REFACTOR
+    from .tree import TreeError
 
+    if args.sglang is not None:
+        try:
+            tree = SglangTree.locate(args.sglang, allow_untested_version=True)
+        except TreeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        if tree.family is not BEFORE_REFACTOR:
+            print(
+                f"error: {tree.describe()}: report computes the sites of SGLang "
+                f"{BEFORE_REFACTOR.name} trees only; for {tree.family.name}, check and "
+                "docs/release-0.5.23.md list what the patch changes",
+                file=sys.stderr,
+            )
+            return 2
     if args.disagreements is not None:
         quiet_sglang()
         from .disagreements import table
