@@ -15,8 +15,9 @@ import libcst as cst
 from .. import concerns
 from .. import inserted as shared
 from ..engine import Finding, RewriteError, Rule
-from ..rules.aux_flag import _contains, _eagle_config_source, assigned
-from ..syntax import code_of, dotted, statement, statements
+from ..rules.aux_flag import _contains
+from ..rules.target_capture import CaptureTryRule, layer_ids_owner
+from ..syntax import code_of, dotted, statement
 from .inserted import (
     DRAFT_DTYPE_FUNCTION,
     DRAFT_DTYPE_HOOK,
@@ -212,84 +213,29 @@ def _reads_layer_ids(node: cst.CSTNode) -> bool:
     )
 
 
-class TargetCaptureRule(_ScopedRule):
-    """The target captures what the parser reads: the ``= True`` default and the
-    ``try: eagle_config.get(...) ... except Exception:`` after it become three lines."""
+class TargetCaptureRule(CaptureTryRule):
+    """The target captures what the parser reads: 0.5.11's rule (``rules/target_capture.py``)
+    on 0.5.23's place, with the parser's three lines for the ``= True`` default and the
+    ``try: eagle_config.get(...) ... except Exception:`` after it."""
 
     concerns = (concerns.AUX_COUNT,)
-    places = (TARGET_CAPTURE,)
     files = frozenset({TARGET_CAPTURE[0]})
     needles = ("eagle_aux_hidden_state_layer_ids",)
+    place = TARGET_CAPTURE
 
-    def __init__(self, file: str):
-        super().__init__(file)
-        self.found = False
+    def routed(self, stmt: cst.CSTNode) -> bool:
+        return _parsed_into(stmt) is not None
 
-    def leave_IndentedBlock(self, original_node, updated_node):
-        if self.scope != TARGET_CAPTURE[1]:
-            return updated_node
-        body = list(updated_node.body)
-        for index, stmt in enumerate(body):
-            owner = _layer_ids_owner(stmt)
-            if owner is None:
-                continue
-            self.found = True
-            if _calls_parser(updated_node) and not isinstance(stmt, cst.Try):
-                self.report(original_node.body[index], "target-capture", Finding.ROUTED)
-                return updated_node
-            if not isinstance(stmt, cst.Try):
-                continue
-            source = _eagle_config_source(stmt)
-            if source is None:
-                raise self.fail(
-                    original_node.body[index],
-                    "eagle_config read in a form the rule does not know",
-                )
-            self.report(original_node.body[index], "target-capture", Finding.UNROUTED)
-            flag = f"{owner}.eagle_use_aux_hidden_state"
-            start = index - 1 if index > 0 and assigned(body[index - 1]) == flag else index
-            new = statements(
-                f"eagle3_draft_config = {PARSE}(\n"
-                f"    draft_hf_config={code_of(source)}\n"
-                ")\n"
-                f"{flag} = eagle3_draft_config.use_aux_hidden_state\n"
-                f"{owner}.eagle_aux_hidden_state_layer_ids = (\n"
-                "    eagle3_draft_config.aux_hidden_state_layer_ids\n"
-                ")\n",
-                self.column_of(original_node.body[index]),
-            )
-            new[0] = new[0].with_changes(leading_lines=body[start].leading_lines)
-            body[start : index + 1] = new
-            return updated_node.with_changes(body=body)
-        return updated_node
-
-    def leave_FunctionDef(self, original_node, updated_node):
-        scope = self.scope
-        updated_node = super().leave_FunctionDef(original_node, updated_node)
-        if scope == TARGET_CAPTURE[1] and not self.found:
-            raise self.fail(
-                original_node, f"{scope}: the target's eagle_config parsing was not found"
-            )
-        return updated_node
-
-
-def _layer_ids_owner(stmt: cst.CSTNode) -> str | None:
-    """``config`` when ``stmt`` assigns ``config.eagle_aux_hidden_state_layer_ids`` (in a
-    ``try`` too)."""
-    owner = None
-
-    def predicate(node: cst.CSTNode) -> bool:
-        nonlocal owner
-        if isinstance(node, cst.Assign):
-            for target in node.targets:
-                name = dotted(target.target) or ""
-                if name.endswith(".eagle_aux_hidden_state_layer_ids"):
-                    owner = name.rsplit(".", 1)[0]
-                    return True
-        return False
-
-    _contains(stmt, predicate)
-    return owner
+    def replacement(self, owner: str, hf_config: str) -> str:
+        return (
+            f"eagle3_draft_config = {PARSE}(\n"
+            f"    draft_hf_config={hf_config}\n"
+            ")\n"
+            f"{owner}.eagle_use_aux_hidden_state = eagle3_draft_config.use_aux_hidden_state\n"
+            f"{owner}.eagle_aux_hidden_state_layer_ids = (\n"
+            "    eagle3_draft_config.aux_hidden_state_layer_ids\n"
+            ")\n"
+        )
 
 
 class DraftCheckRule(_ScopedRule):
@@ -325,7 +271,7 @@ class DraftCheckRule(_ScopedRule):
         for index, stmt in enumerate(body):
             parsed = _parsed_into(stmt)
             if parsed is None and not (
-                isinstance(stmt, cst.Try) and _layer_ids_owner(stmt) is not None
+                isinstance(stmt, cst.Try) and layer_ids_owner(stmt) is not None
             ):
                 continue
             self.found = True

@@ -14,19 +14,31 @@ from __future__ import annotations
 import libcst as cst
 
 from .. import concerns
-from ..engine import Finding, Rule
+from ..engine import Finding, RewriteError, Rule
 from ..sites import TARGET_CAPTURE
 from ..syntax import code_of, dotted, statements
 from .aux_flag import FLAG, PARSER_CALL, _contains, _eagle_config_source, assigned
 
-LAYER_IDS = "self.eagle_aux_hidden_state_layer_ids"
+LAYER_IDS_KEY = "eagle_aux_hidden_state_layer_ids"
 
 
-def _is_capture_try(stmt: cst.CSTNode) -> bool:
-    return isinstance(stmt, cst.Try) and _contains(
-        stmt.body,
-        lambda n: isinstance(n, cst.Assign) and any(dotted(t.target) == LAYER_IDS for t in n.targets),
-    )
+def layer_ids_owner(stmt: cst.CSTNode) -> str | None:
+    """``owner`` when ``stmt`` assigns ``owner.eagle_aux_hidden_state_layer_ids`` (in a ``try``
+    too): ``self`` in 0.5.11's ``ModelRunner``, ``config`` in 0.5.23's capture resolution."""
+    owner = None
+
+    def predicate(node: cst.CSTNode) -> bool:
+        nonlocal owner
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                name = dotted(target.target) or ""
+                if name.endswith("." + LAYER_IDS_KEY):
+                    owner = name.rsplit(".", 1)[0]
+                    return True
+        return False
+
+    _contains(stmt, predicate)
+    return owner
 
 
 def _is_parser_assignment(node: cst.CSTNode) -> bool:
@@ -38,43 +50,57 @@ def _is_parser_assignment(node: cst.CSTNode) -> bool:
     )
 
 
-class TargetCaptureRule(Rule):
-    concerns = (concerns.TARGET_CAPTURE,)
-    files = frozenset({TARGET_CAPTURE[0]})
-    needles = ("eagle_config",)
+class CaptureTryRule(Rule):
+    """The target's own reading of the drafter's ``eagle_config`` (``owner.eagle_use_aux_hidden_state
+    = True``, then a ``try`` that assigns ``owner.eagle_aux_hidden_state_layer_ids`` and swallows
+    any failure) replaced by ``replacement``, in the function ``place`` names. Both release
+    families have it; each says where and with what."""
+
+    #: (file, ``Class.method``) of the reading
+    place: tuple[str, str] = ("", "")
 
     def __init__(self, file: str):
         super().__init__(file)
         self.found = False
+        self.seen = False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool | None:
+        super().visit_FunctionDef(node)
+        self.seen = self.seen or self.scope == self.place[1]
+        return True
+
+    def finish(self, module: cst.Module) -> None:
+        if not self.seen:
+            raise RewriteError(self.file, 1, f"{self.place[1]}: not found (the target's capture)")
+
+    def routed(self, stmt: cst.CSTNode) -> bool:
+        """Whether ``stmt`` is what ``replacement`` writes first."""
+        raise NotImplementedError
+
+    def replacement(self, owner: str, hf_config: str) -> str:
+        raise NotImplementedError
 
     def leave_IndentedBlock(self, original_node, updated_node):
-        if self.scope != TARGET_CAPTURE[1]:
+        if self.scope != self.place[1]:
             return updated_node
         body = list(updated_node.body)
         for index, stmt in enumerate(body):
-            if _contains_direct(stmt, _is_parser_assignment):
+            if self.routed(stmt):
                 self.found = True
                 self.report(original_node.body[index], "target-capture", Finding.ROUTED)
                 return updated_node
-            if not _is_capture_try(stmt):
+            owner = layer_ids_owner(stmt) if isinstance(stmt, cst.Try) else None
+            if owner is None:
                 continue
             self.found = True
             self.report(original_node.body[index], "target-capture", Finding.UNROUTED)
             source = _eagle_config_source(stmt)
             if source is None:
                 raise self.fail(original_node.body[index], "eagle_config read in a form the rule does not know")
-            hf_config = code_of(source)
-            start = index - 1 if index > 0 and assigned(body[index - 1]) == FLAG else index
-            column = self.column_of(original_node.body[index])
+            flag = f"{owner}.eagle_use_aux_hidden_state"
+            start = index - 1 if index > 0 and assigned(body[index - 1]) == flag else index
             new = statements(
-                "from sglang.srt.speculative.eagle_info import get_eagle_captured_layer_ids\n\n"
-                "# The drafter's eagle_config, read by the parser every EAGLE worker uses:\n"
-                "# what the target captures and the draft side sizes for cannot drift apart.\n"
-                f"{FLAG} = {PARSER_CALL}(self.spec_algorithm, {hf_config})\n"
-                f"{LAYER_IDS} = get_eagle_captured_layer_ids(\n"
-                f"    {hf_config}, self.model_config\n"
-                ")\n",
-                column,
+                self.replacement(owner, code_of(source)), self.column_of(original_node.body[index])
             )
             new[0] = new[0].with_changes(leading_lines=body[start].leading_lines)
             body[start : index + 1] = new
@@ -84,9 +110,30 @@ class TargetCaptureRule(Rule):
     def leave_FunctionDef(self, original_node, updated_node):
         scope = self.scope
         updated_node = super().leave_FunctionDef(original_node, updated_node)
-        if scope == TARGET_CAPTURE[1] and not self.found:
+        if scope == self.place[1] and not self.found:
             raise self.fail(original_node, f"{scope}: the target's eagle_config parsing was not found")
         return updated_node
+
+
+class TargetCaptureRule(CaptureTryRule):
+    concerns = (concerns.TARGET_CAPTURE,)
+    files = frozenset({TARGET_CAPTURE[0]})
+    needles = ("eagle_config",)
+    place = TARGET_CAPTURE
+
+    def routed(self, stmt: cst.CSTNode) -> bool:
+        return _contains_direct(stmt, _is_parser_assignment)
+
+    def replacement(self, owner: str, hf_config: str) -> str:
+        return (
+            "from sglang.srt.speculative.eagle_info import get_eagle_captured_layer_ids\n\n"
+            "# The drafter's eagle_config, read by the parser every EAGLE worker uses:\n"
+            "# what the target captures and the draft side sizes for cannot drift apart.\n"
+            f"{FLAG} = {PARSER_CALL}(self.spec_algorithm, {hf_config})\n"
+            f"{owner}.{LAYER_IDS_KEY} = get_eagle_captured_layer_ids(\n"
+            f"    {hf_config}, self.model_config\n"
+            ")\n"
+        )
 
 
 def _contains_direct(stmt: cst.CSTNode, predicate) -> bool:
