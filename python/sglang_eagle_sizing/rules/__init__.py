@@ -1,4 +1,6 @@
-"""The rewrite rules, one concern each, in the order ``apply`` chains them.
+"""The rewrite rules of SGLang 0.5.9-0.5.11, one concern each, in the order ``apply`` chains
+them. SGLang 0.5.23's are in ``after_refactor/rules.py`` (``families.py`` says which tree
+takes which); the target-capture rule's loop serves both (``target_capture.CaptureTryRule``).
 
 The import rule runs last: it imports what the others introduced.
 """
