@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import sites as site_list
+from ..families import BEFORE_REFACTOR
 from . import models
 from .cases import Batch, Case
 from .server import (
@@ -21,9 +22,11 @@ from .server import (
     ServerError,
     free_port,
     generate_disaggregated,
+    interpreter_for,
     libcuda_stub,
     mooncake_engine,
     server_env,
+    standins_for,
 )
 
 START_TIMEOUT = 420.0
@@ -152,11 +155,19 @@ def serve_case(
     workdir: Path,
     cache: Path,
     speculative: bool = True,
+    family=BEFORE_REFACTOR,
 ) -> Run:
     """Start a server for ``case`` (without its drafter if not ``speculative``) from the
-    ``sglang`` in ``root``, send every batch, stop it."""
+    ``sglang`` in ``root``, a tree of ``family`` (``families.py``: its interpreter and its
+    stand-ins), send every batch, stop it."""
     name = case.name if speculative else f"{case.name}/no-spec"
     run = Run(case=name, tree=tree_label)
+    try:
+        python = interpreter_for(family)
+    except ServerError as exc:
+        run.status, run.error = "error", str(exc)
+        return run
+    standins = standins_for(family)
     target_dir = built.target(case.target)
     drafter_dir = built.drafter(case.drafter, case.target) if case.drafter else target_dir
     folder = workdir / tree_label / name.replace("/", "-")
@@ -168,8 +179,10 @@ def serve_case(
     stub = libcuda_stub(cache)
     start = time.monotonic()
     if speculative and case.pd:
-        return _serve_pd(root, tree_label, case, args, env, folder, stub, cache, run, start)
-    server = Server(root, args, folder / "server.log", server_env(root, stub, sites_file, env))
+        return _serve_pd(root, tree_label, case, args, env, folder, stub, cache, run, start,
+                         python, standins)
+    server = Server(root, args, folder / "server.log",
+                    server_env(root, stub, sites_file, env, standins), python=str(python))
     run.log = str(server.log)
     progress(f"{name} on {tree_label}: starting the server (log: {server.log})")
     server.start()
@@ -263,21 +276,27 @@ def _read_sites(path: Path, server: str = "") -> list[dict]:
     return records
 
 
-def _serve_pd(root, tree_label, case, args, env, folder, stub, cache, run, start) -> Run:
-    """A PD pair for ``case``: the prefill server, then the decode server, each with its own
-    bootstrap port and site record; every batch goes to both (``generate_disaggregated``)."""
+def _serve_pd(
+    root, tree_label, case, args, env, folder, stub, cache, run, start, python, standins
+) -> Run:
+    """A PD pair for ``case``: the prefill server, then the decode server (with the case's
+    ``decode_flags``), each with its own bootstrap port and site record; every batch goes to
+    both (``generate_disaggregated``)."""
     servers: dict[str, Server] = {}
     run.log = str(folder / "decode.log")
     try:
-        mooncake = str(mooncake_engine(cache))
+        mooncake = str(mooncake_engine(cache, str(python)))
         for role in ("prefill", "decode"):
             role_args = list(args) + [
                 "--disaggregation-mode", role,
                 "--disaggregation-bootstrap-port", str(free_port()),
             ]
-            role_env = server_env(root, stub, folder / f"{role}-sites.jsonl", env)
+            if role == "decode":
+                role_args += list(case.decode_flags)
+            role_env = server_env(root, stub, folder / f"{role}-sites.jsonl", env, standins)
             role_env["PYTHONPATH"] += os.pathsep + mooncake
-            server = Server(root, role_args, folder / f"{role}.log", role_env)
+            server = Server(root, role_args, folder / f"{role}.log", role_env,
+                            python=str(python))
             servers[role] = server
             progress(f"{run.case} on {tree_label}: starting the {role} server (log: {server.log})")
             server.start()
@@ -354,17 +373,17 @@ def unreachable_reason(site: site_list.Site) -> str:
     )
 
 
-def release_root(cache: Path) -> Path:
-    """A folder holding the unpatched ``sglang/`` of the 0.5.11 release wheel (extracted
-    once into the cache)."""
+def release_root(cache: Path, version: str = BEFORE_REFACTOR.known_version) -> Path:
+    """A folder holding the unpatched ``sglang/`` of the release wheel of ``version`` (0.5.11
+    unless told; a family's ``known_version``), extracted once into the cache."""
     from ..wheel import cached_release_wheel
 
-    root = cache / "release-0.5.11"
+    root = cache / f"release-{version}"
     if not (root / "sglang" / "srt").is_dir():
-        partial = cache / "release-0.5.11.partial"
+        partial = cache / f"release-{version}.partial"
         if partial.exists():
             shutil.rmtree(partial)
-        with zipfile.ZipFile(cached_release_wheel()) as wheel:
+        with zipfile.ZipFile(cached_release_wheel(version)) as wheel:
             wheel.extractall(partial, [n for n in wheel.namelist() if n.startswith("sglang/")])
         partial.replace(root)
     return root
