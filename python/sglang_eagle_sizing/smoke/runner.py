@@ -257,7 +257,10 @@ def _crashed(run: Run, exc: Exception, log_tail: str) -> None:
     run.log_tail = log_tail
     # the exception the server's log ends with ("RuntimeError: ...", a bare "AssertionError"),
     # not a warning that mentions an error in passing
-    error_lines = [l.strip() for l in log_tail.splitlines() if EXCEPTION_LINE.search(l)]
+    # (0.5.23 follows a crash with its own diagnostics, "Pyspy failed (py-spy dump ...).
+    # Error: ...": not the exception)
+    error_lines = [l.strip() for l in log_tail.splitlines()
+                   if EXCEPTION_LINE.search(l) and "Pyspy failed" not in l]
     if error_lines:
         last = error_lines[-1]
         # Under DP attention the launcher ends with the scheduler's death; the scheduler's
