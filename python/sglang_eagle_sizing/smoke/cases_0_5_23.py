@@ -116,6 +116,11 @@ CASES: tuple[Case, ...] = (
         "EAGLE-3, Qwen3 target, --tp 2 --dp 2 --enable-dp-attention, one request (rank dp1 "
         "idle), v2 worker",
         "EAGLE3", EAGLE3, CHAIN + DP_ATTENTION, batches=(ONE,), target=QWEN3, env=DP_ENV,
+        known_failure="0.5.23 pads the idle rank's verify batch under DP attention, and the "
+        "Triton backend's init_forward_metadata reads the idle EagleVerifyInput's kv_indptr, "
+        "which it does not have (triton_backend.py:891), patched or not: no 0.5.23 patch for "
+        "it yet (0.5.11 failed the same way, issue 18)",
+        known_error="'EagleVerifyInput' object has no attribute 'kv_indptr'",
     ),
     Case(
         "eagle3-pd-v2",

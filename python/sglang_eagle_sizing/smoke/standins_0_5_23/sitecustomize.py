@@ -30,6 +30,11 @@ removes.
 5. ``srt/disaggregation/mooncake/conn.py`` (PD only): ``MooncakeKVSender.
    supports_host_tensor_indices = False``; with it true the prefill server copies the page
    indices into pinned host memory and records a ``torch.cuda.Event``.
+6. ``srt/layers/attention/triton_backend.py`` (DP attention only calls it):
+   ``TritonAttnBackend.get_cpu_graph_seq_len_fill_value``, which
+   ``ForwardBatch._pad_inputs_to_size`` asks the attention backend for on a CPU (only the
+   ``intel_amx`` backend has it), returns the Triton backend's own
+   ``get_cuda_graph_seq_len_fill_value()`` (1): the sequence length of a padded request.
 
 The PD decode server also needs ``--disaggregation-decode-retraction-backup cpu_tensor`` (a
 flag of the 0.5.23 PD cases, ``smoke/cases_0_5_23.py``): 0.5.23 infers ``host_pool``, whose
@@ -110,6 +115,12 @@ def _patch_mooncake_conn(module) -> None:
     module.MooncakeKVSender.supports_host_tensor_indices = False
 
 
+def _patch_triton_backend(module) -> None:
+    backend = module.TritonAttnBackend
+    if not hasattr(backend, "get_cpu_graph_seq_len_fill_value"):
+        backend.get_cpu_graph_seq_len_fill_value = backend.get_cuda_graph_seq_len_fill_value
+
+
 # -- the recorder -------------------------------------------------------------------------
 
 _seen: set = set()
@@ -171,6 +182,7 @@ AFTER_IMPORT = {
     "sglang.srt.speculative.eagle_utils": _patch_eagle_utils,
     "sglang.srt.speculative.eagle3_draft_config": _patch_recorded,
     "sglang.srt.disaggregation.mooncake.conn": _patch_mooncake_conn,
+    "sglang.srt.layers.attention.triton_backend": _patch_triton_backend,
 }
 
 
