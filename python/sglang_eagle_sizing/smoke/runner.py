@@ -207,7 +207,8 @@ def serve_case(
         progress(f"{name} on {tree_label}: ready after {time.monotonic() - start:.0f} s")
         _send_batches(run, case, speculative, server.generate)
     except ServerError as exc:
-        _crashed(run, exc, server.log_tail())
+        server.stop()  # its log is complete
+        _crashed(run, exc, server.log_tail(), server.log_tail(10**6))
     finally:
         server.stop()
         run.seconds = time.monotonic() - start
@@ -252,21 +253,34 @@ def differences(run: Run, reference: dict, batches) -> list[str]:
 EXCEPTION_LINE = re.compile(r"\b\w*(?:Error|Exception)\b(?::|\s*$)")
 
 
-def _crashed(run: Run, exc: Exception, log_tail: str) -> None:
+#: an exception that follows another process's crash: the cause is an earlier exception
+CONSEQUENCES = (
+    # the launcher, when a DP-attention scheduler dies at start-up
+    "scheduler died during initialization",
+    # gloo in the other ranks, when one rank's scheduler crashed (0.5.23 under DP attention)
+    "Connection closed by peer",
+)
+
+
+def _crashed(run: Run, exc: Exception, log_tail: str, log: str | None = None) -> None:
+    """``run`` crashed with ``exc``; its error is named by the exception the server's log
+    ends with (``log``, the whole log, else ``log_tail``), or, when that exception is another
+    process's consequence, by the cause before it ("cause; then consequence")."""
     run.status, run.error = "crashed", str(exc)
     run.log_tail = log_tail
     # the exception the server's log ends with ("RuntimeError: ...", a bare "AssertionError"),
-    # not a warning that mentions an error in passing
-    # (0.5.23 follows a crash with its own diagnostics, "Pyspy failed (py-spy dump ...).
-    # Error: ...": not the exception)
-    error_lines = [l.strip() for l in log_tail.splitlines()
+    # not a warning that mentions an error in passing (nor 0.5.23's diagnostics after a
+    # crash, "Pyspy failed (py-spy dump ...). Error: ...")
+    error_lines = [l.strip() for l in (log or log_tail).splitlines()
                    if EXCEPTION_LINE.search(l) and "Pyspy failed" not in l]
     if error_lines:
         last = error_lines[-1]
-        # Under DP attention the launcher ends with the scheduler's death; the scheduler's
-        # own exception (e.g. a weight that does not fit) comes before it in the log.
-        causes = [l for l in error_lines[:-1] if "EOFError" not in l]
-        if "scheduler died during initialization" in last and causes:
+        # Under DP attention the launcher ends with the scheduler's death, or the other rank
+        # with gloo's lost connection; the scheduler's own exception (e.g. a weight that does
+        # not fit) comes before it in the log.
+        causes = [l for l in error_lines[:-1] if "EOFError" not in l
+                  and not any(marker in l for marker in CONSEQUENCES)]
+        if any(marker in last for marker in CONSEQUENCES) and causes:
             last = f"{causes[-1]}; then {last}"
         run.error += f": {last}"
 
