@@ -7,9 +7,10 @@ process it spawns. An import hook runs each stand-in right after its SGLang modu
 before other modules bind its names. It lives in this project's harness only: never part of a
 patched tree, the fork wheel or the diff. None touches SGLang's sizing code (the helpers of
 ``speculative/eagle_utils.py``, the drafter's ``fc``, the target's capture, the draft config's
-dtype): each replaces a CPU operator PyPI's ``sglang-kernel`` does not ship, or a CUDA-only call.
-docs/release-0.5.23.md (section 5c and its appendix) shows, step by step, the failure each one
-removes.
+dtype): each replaces a CPU operator PyPI's ``sglang-kernel`` does not ship, or a CUDA-only call
+(or, the sixth, a method only the CPU's own attention backend has). docs/release-0.5.23.md
+(section 5c and its appendix) shows, step by step, the failure each of the first five removes;
+docs/smoke.md ("SGLang 0.5.23") the sixth's.
 
 1. ``kernels/ops/kvcache/cache_move.py``: ``copy_all_layer_kv_cache_cpu`` (the KV pool's copy
    warm-up at start-up calls it; the CPU operator is not in PyPI's ``sglang-kernel``) becomes a
