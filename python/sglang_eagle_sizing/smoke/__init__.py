@@ -226,9 +226,8 @@ def _report(root: Path, results: list, plain: dict, started: float, family) -> d
 
 def print_report(report: dict) -> None:
     from .. import sites as site_list
-    from .runner import site_hits, unreachable_reason
-
     from ..families import BEFORE_REFACTOR
+    from .runner import site_hits, unreachable_reason
 
     release = report.get("release", BEFORE_REFACTOR.known_version)
     # 0.5.23 has no sizing site of this patch's: every site calls upstream's helpers, whose
