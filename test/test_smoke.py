@@ -272,6 +272,22 @@ def test_a_crash_is_named_by_the_exception_the_log_ends_with():
         "/generate failed (no reply): RuntimeError: mat1 and mat2 shapes cannot be "
         "multiplied (1x64 and 192x32)"
     )
+    # under DP attention in 0.5.23, the other rank's lost gloo connection follows the cause,
+    # which may be far from the log's end: the whole log is searched
+    gloo = ("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] "
+            "Connection closed by peer [127.0.0.1]:29061.")
+    run = Run(case="c", tree="tree")
+    _crashed(run, RuntimeError("/generate failed (no reply)"), gloo,
+             "AttributeError: 'EagleVerifyInput' object has no attribute 'kv_indptr'\n"
+             + "more log\n" * 100 + gloo)
+    assert run.error == ("/generate failed (no reply): AttributeError: 'EagleVerifyInput' "
+                         f"object has no attribute 'kv_indptr'; then {gloo}")
+    # 0.5.23's crash diagnostics after the exception are not it
+    run = Run(case="c", tree="tree")
+    _crashed(run, RuntimeError("/generate failed (no reply)"), tail + "\n"
+             "[2026-12-05 02:38:16] Pyspy failed (py-spy dump  --pid 4282). Error: /bin/sh: 1: "
+             "py-spy: not found")
+    assert run.error.endswith("(1x64 and 192x32)")
     run = Run(case="c", tree="tree")
     _crashed(run, RuntimeError("/generate failed (no reply): timed out"), tail.splitlines()[2])
     assert run.error == "/generate failed (no reply): timed out"

@@ -1,9 +1,14 @@
 """``sglang-eagle-sizing smoke [PATH]``: serve tokens from a tree on the CPU and check them.
 
-For each case: a server from the tree (first on ``PYTHONPATH``; the installed 0.5.11 supplies
-the dependencies) with tiny crafted models this command builds; its greedy tokens must equal
-the same tree's run without speculation and transformers' ``generate``, and its accept length
-the unpatched 0.5.11 release's for the same case. See docs/smoke.md.
+For each case: a server from the tree (first on ``PYTHONPATH``) with tiny crafted models this
+command builds; its greedy tokens must equal the same tree's run without speculation and
+transformers' ``generate``, and its accept length the unpatched release's for the same case.
+The tree's release family (``families.py``) picks the cases, the interpreter whose environment
+supplies SGLang's dependencies and the stand-ins: a 0.5.9-0.5.11 tree is served with this
+interpreter (0.5.11's environment), 0.5.11's cases and stand-ins, and compared with 0.5.11; a
+0.5.23 tree with ``.venv-0.5.23`` (``server.interpreter_for``), 0.5.23's cases
+(``cases_0_5_23.py``) and stand-ins (``standins_0_5_23/``), and compared with 0.5.23. See
+docs/smoke.md.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from pathlib import Path
 HELP = (
     "serve tiny crafted models from a tree on the CPU (EAGLE, EAGLE-3, STANDALONE) and "
     "check tokens and accept lengths against the tree without speculation, transformers "
-    "and the unpatched 0.5.11 release"
+    "and the unpatched release of its family (0.5.11 or 0.5.23)"
 )
 
 
@@ -27,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("path", nargs="?", metavar="PATH",
                         help="the tree to serve (same forms as check); default: the installed sglang")
-    parser.add_argument("--list", action="store_true", help="name the cases and exit")
+    parser.add_argument("--list", action="store_true",
+                        help="name the cases of the tree's release family and exit")
     parser.add_argument("--case", action="append", default=[], metavar="NAME",
                         help="run this case (repeatable); default: every case")
     parser.add_argument("--pair", action="append", default=[], metavar="DIR",
@@ -35,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(DIR/draft/config.json, DIR/target/config.json) shrunk to tiny scale; "
                         "dense Llama, Qwen2 and Qwen3 targets (repeatable)")
     parser.add_argument("--no-baseline", action="store_true",
-                        help="do not serve the unpatched 0.5.11 release to compare accept lengths")
+                        help="do not serve the unpatched release (0.5.11, or 0.5.23 for a 0.5.23 "
+                        "tree) to compare accept lengths")
     parser.add_argument("--workdir", metavar="DIR",
                         help="keep models, logs and site records here (default: a temporary folder)")
     parser.add_argument("--json", metavar="FILE", help="also write every run as JSON")
@@ -43,19 +50,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .cases import CASES, case_named
+    from ..cli import locate
+    from .cases import case_named, cases_for
 
+    # Serving writes nothing: a tree with upstream's own refactor (0.5.12) is a comparison.
+    # The tree's family decides the cases, the interpreter and the stand-ins.
+    tree = locate(args, args.path, allow_upstream_refactor=True)
+    family = tree.family
+    family_cases = cases_for(family)
     if args.list:
-        for case in CASES:
+        for case in family_cases:
             mark = f"  [expected to fail: {case.known_failure}]" if case.known_failure else ""
             print(f"{case.name:36} {case.description}{mark}")
         return 0
     from .pair import PairError, pair_case
 
     try:
-        cases = [case_named(n) for n in args.case]
+        cases = [case_named(n, family_cases) for n in args.case]
         if not args.case and not args.pair:
-            cases = list(CASES)
+            cases = list(family_cases)
         pairs = [pair_case(Path(folder)) for folder in args.pair]
         for case in pairs:
             # what the pair was shrunk to, and what is served in place of what (a dense
@@ -63,22 +76,19 @@ def run(args: argparse.Namespace) -> int:
             print(f"{case.name}: {case.description}", file=sys.stderr)
         cases += pairs
     except KeyError as exc:
-        print(f"error: no smoke case {exc.args[0]!r}; smoke --list names them", file=sys.stderr)
+        print(f"error: no smoke case {exc.args[0]!r} for SGLang {family.name}; smoke --list "
+              "names them", file=sys.stderr)
         return 2
     except PairError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from ..cli import locate
-
-    # Serving writes nothing: a tree with upstream's own refactor (0.5.12) is a comparison.
-    tree = locate(args, args.path, allow_upstream_refactor=True)
     root = tree.package.parent
     try:
         with tempfile.TemporaryDirectory(prefix="sglang-eagle-sizing-smoke-") as scratch:
             # Absolute: the servers run from another folder and are given paths under it.
             workdir = Path(args.workdir).resolve() if args.workdir else Path(scratch)
             workdir.mkdir(parents=True, exist_ok=True)
-            report = smoke(root, cases, workdir, baseline=not args.no_baseline)
+            report = smoke(root, cases, workdir, baseline=not args.no_baseline, family=family)
             if args.json:
                 Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     except KeyboardInterrupt:
@@ -94,9 +104,12 @@ def cache_dir() -> Path:
     return cache_folder()
 
 
-def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None) -> dict:
-    """Serve every case from ``root`` (holding ``sglang/``); returns the report (a dict).
-    ``on_case(report)``, if given, sees the report so far after each case."""
+def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None,
+          family=None) -> dict:
+    """Serve every case from ``root`` (holding ``sglang/``), a tree of ``family`` (default:
+    0.5.9-0.5.11), and from the unpatched release of that family; returns the report (a
+    dict). ``on_case(report)``, if given, sees the report so far after each case."""
+    from ..families import BEFORE_REFACTOR
     from .runner import (
         Models,
         progress,
@@ -106,9 +119,11 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None)
         serve_case,
     )
 
+    family = family or BEFORE_REFACTOR
+    version = family.known_version
     cache = cache_dir()
     built = Models(workdir / "models")
-    release = release_root(cache) if baseline else None
+    release = release_root(cache, version) if baseline else None
     started = time.monotonic()
     # One run without speculation and one transformers reference per target.
     references: dict = {}
@@ -129,11 +144,12 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None)
                 b.name: reference_tokens(target_dir, b, case.target.dtype) for b in ALL_BATCHES
             } if case.reference else {}
             plain[target_key] = serve_case(root, "tree", reference_case(case), built, workdir,
-                                           cache, speculative=False)
-        spec = serve_case(root, "tree", case, built, workdir, cache)
+                                           cache, speculative=False, family=family)
+        spec = serve_case(root, "tree", case, built, workdir, cache, family=family)
         entry["tree"] = spec.__dict__
         if release is not None and case.expect == "serve":
-            entry["release"] = serve_case(release, "release", case, built, workdir, cache).__dict__
+            entry["release"] = serve_case(release, "release", case, built, workdir, cache,
+                                          family=family).__dict__
         problems = entry["problems"]
         if case.expect == "refuse":
             if spec.status != "refused" or case.message not in spec.error:
@@ -151,7 +167,7 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None)
                         problems.append(f"{batch.name}: tokens differ from the run without speculation")
                     if case.reference and got != references[target_key][batch.name]:
                         problems.append(f"{batch.name}: tokens differ from transformers' generate")
-                if case.pd and spec.sites:
+                if case.pd and spec.sites and case.algorithm != "STANDALONE":
                     # a tree that records calls: both servers must size their buffers by it
                     sized = {r.get("server") for r in spec.sites
                              if r["scope"] == "Scheduler.init_disaggregation"}
@@ -167,10 +183,10 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None)
                 rel = entry.get("release")
                 if rel and case.release_error is not None:
                     if rel["status"] == "served":
-                        problems.append("0.5.11 served it; it must fail"
+                        problems.append(f"{version} served it; it must fail"
                                         + (f" with {case.release_error!r}" if case.release_error else ""))
                     elif case.release_error not in rel["error"]:
-                        problems.append(f"0.5.11 failed with another error than "
+                        problems.append(f"{version} failed with another error than "
                                         f"{case.release_error!r}: {rel['error']}")
                 elif rel and rel["status"] == "served" and rel["accept_length"] != spec.accept_length:
                     problems.append(
@@ -180,8 +196,8 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None)
         entry["expected_failure"] = is_expected_failure(case, problems)
         results.append(entry)
         if on_case is not None:
-            on_case(_report(root, results, plain, started))
-    return _report(root, results, plain, started)
+            on_case(_report(root, results, plain, started, family))
+    return _report(root, results, plain, started, family)
 
 
 def is_expected_failure(case, problems: list[str]) -> bool:
@@ -193,10 +209,13 @@ def is_expected_failure(case, problems: list[str]) -> bool:
     return all(case.known_error in problem for problem in problems)
 
 
-def _report(root: Path, results: list, plain: dict, started: float) -> dict:
+def _report(root: Path, results: list, plain: dict, started: float, family) -> dict:
     failed = [e["case"] for e in results if not e["passed"] and not e["expected_failure"]]
     return {
         "root": str(root),
+        # the tree's release family, and the unpatched release its cases are compared with
+        "family": family.name,
+        "release": family.known_version,
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "cases": results,
         "plain": {" ".join((k[0], k[1], *k[2])): v.__dict__ for k, v in plain.items()},
@@ -207,9 +226,15 @@ def _report(root: Path, results: list, plain: dict, started: float) -> dict:
 
 def print_report(report: dict) -> None:
     from .. import sites as site_list
+    from ..families import BEFORE_REFACTOR
     from .runner import site_hits, unreachable_reason
 
-    rows = [("case", "tokens equal", "accept length (tree / 0.5.11)", "sizing sites run", "time", "result")]
+    release = report.get("release", BEFORE_REFACTOR.known_version)
+    # 0.5.23 has no sizing site of this patch's: every site calls upstream's helpers, whose
+    # recorded callers are listed below the table
+    before = release == BEFORE_REFACTOR.known_version
+    rows = [("case", "tokens equal", f"accept length (tree / {release})",
+             "sizing sites run" if before else "helper callers", "time", "result")]
     for entry in report["cases"]:
         tree = entry["tree"]
         rel = entry.get("release") or {}
@@ -224,26 +249,30 @@ def print_report(report: dict) -> None:
             "expected failure" if entry["expected_failure"] else "FAIL")
         if entry["passed"] and entry["known_failure"]:
             result = "ok (known failure fixed)"
+        hits = site_hits(tree["sites"]) if before else {
+            (r["file"], r["scope"]) for r in tree["sites"]}
         rows.append((entry["case"], tokens, f"{accept(tree)} / {accept(rel) if rel else '-'}",
-                     str(len(site_hits(tree["sites"]))), f"{tree['seconds']:.0f} s", result))
+                     str(len(hits)), f"{tree['seconds']:.0f} s", result))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
     print()
-    print("sizing sites:")
-    for site in site_list.SITES:
-        label = f"{site.file} {site.scope}"
-        ran = [e["case"] for e in report["cases"] if label in site_hits(e["tree"]["sites"])]
-        why = f"ran in {', '.join(ran)}" if ran else f"not run: {unreachable_reason(site)}"
-        print(f"  {label}: {why}")
+    if before:
+        print("sizing sites:")
+        for site in site_list.SITES:
+            label = f"{site.file} {site.scope}"
+            ran = [e["case"] for e in report["cases"] if label in site_hits(e["tree"]["sites"])]
+            why = f"ran in {', '.join(ran)}" if ran else f"not run: {unreachable_reason(site)}"
+            print(f"  {label}: {why}")
     support = {}
     for entry in report["cases"]:
         for record in entry["tree"]["sites"]:
-            if site_list.site_for(record["file"], record["scope"]) is None:
+            if not before or site_list.site_for(record["file"], record["scope"]) is None:
                 key = f"{record['function']} <- {record['file']}:{record['line']} {record['scope']}"
                 support.setdefault(key, entry["case"])
     if support:
-        print("supporting code run (function <- caller: first case):")
+        print("supporting code run (function <- caller: first case):" if before else
+              "sizing helpers and parser run (function <- caller: first case):")
         for key, case in support.items():
             print(f"  {key}: {case}")
     for entry in report["cases"]:

@@ -79,6 +79,8 @@ class Case:
     #: PD disaggregation: served by a prefill and a decode server (``PD_FLAGS``), requests
     #: sent to both as a router does; the run without speculation stays one plain server
     pd: bool = False
+    #: flags only the PD decode server gets
+    decode_flags: tuple[str, ...] = ()
     #: flags of the target that the run without speculation keeps too
     target_flags: tuple[str, ...] = ()
     #: the environment those flags need, which the run without speculation gets too
@@ -94,8 +96,8 @@ class Case:
     #: the accept length the served case must exceed (None: no bound); the ``layers`` craft's
     #: cases accept every draft from the right layers and almost none from others
     min_accept_length: float | None = None
-    #: what the unpatched 0.5.11 release's run must fail with ("": any error; None: it may
-    #: serve, and must then give the same accept length)
+    #: what the unpatched release's run (0.5.11, or 0.5.23 for its cases) must fail with ("":
+    #: any error; None: it may serve, and must then give the same accept length)
     release_error: str | None = None
 
     def server_args(self, target_dir, drafter_dir) -> list[str]:
@@ -469,8 +471,21 @@ CI_CASES = (
 )
 
 
-def case_named(name: str) -> Case:
-    for case in CASES:
+def case_named(name: str, cases: tuple[Case, ...] | None = None) -> Case:
+    """The case ``name`` among ``cases`` (default: 0.5.11's)."""
+    for case in CASES if cases is None else cases:
         if case.name == name:
             return case
     raise KeyError(name)
+
+
+def cases_for(family) -> tuple[Case, ...]:
+    """The smoke cases of a release family (``families.py``): 0.5.11's here, 0.5.23's in
+    ``cases_0_5_23.py`` (named as 0.5.11's, each ``-v2``: 0.5.23 has only the v2 workers)."""
+    from ..families import BEFORE_REFACTOR
+
+    if family is BEFORE_REFACTOR:
+        return CASES
+    from .cases_0_5_23 import CASES as CASES_0_5_23
+
+    return CASES_0_5_23

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import sites as site_list
+from ..families import BEFORE_REFACTOR
 from . import models
 from .cases import Batch, Case
 from .server import (
@@ -21,9 +22,11 @@ from .server import (
     ServerError,
     free_port,
     generate_disaggregated,
+    interpreter_for,
     libcuda_stub,
     mooncake_engine,
     server_env,
+    standins_for,
 )
 
 START_TIMEOUT = 420.0
@@ -152,11 +155,19 @@ def serve_case(
     workdir: Path,
     cache: Path,
     speculative: bool = True,
+    family=BEFORE_REFACTOR,
 ) -> Run:
     """Start a server for ``case`` (without its drafter if not ``speculative``) from the
-    ``sglang`` in ``root``, send every batch, stop it."""
+    ``sglang`` in ``root``, a tree of ``family`` (``families.py``: its interpreter and its
+    stand-ins), send every batch, stop it."""
     name = case.name if speculative else f"{case.name}/no-spec"
     run = Run(case=name, tree=tree_label)
+    try:
+        python = interpreter_for(family)
+    except ServerError as exc:
+        run.status, run.error = "error", str(exc)
+        return run
+    standins = standins_for(family)
     target_dir = built.target(case.target)
     drafter_dir = built.drafter(case.drafter, case.target) if case.drafter else target_dir
     folder = workdir / tree_label / name.replace("/", "-")
@@ -168,8 +179,10 @@ def serve_case(
     stub = libcuda_stub(cache)
     start = time.monotonic()
     if speculative and case.pd:
-        return _serve_pd(root, tree_label, case, args, env, folder, stub, cache, run, start)
-    server = Server(root, args, folder / "server.log", server_env(root, stub, sites_file, env))
+        return _serve_pd(root, tree_label, case, args, env, folder, stub, cache, run, start,
+                         python, standins)
+    server = Server(root, args, folder / "server.log",
+                    server_env(root, stub, sites_file, env, standins), python=str(python))
     run.log = str(server.log)
     progress(f"{name} on {tree_label}: starting the server (log: {server.log})")
     server.start()
@@ -194,7 +207,8 @@ def serve_case(
         progress(f"{name} on {tree_label}: ready after {time.monotonic() - start:.0f} s")
         _send_batches(run, case, speculative, server.generate)
     except ServerError as exc:
-        _crashed(run, exc, server.log_tail())
+        server.stop()  # its log is complete
+        _crashed(run, exc, server.log_tail(), server.log_tail(10**6))
     finally:
         server.stop()
         run.seconds = time.monotonic() - start
@@ -239,18 +253,34 @@ def differences(run: Run, reference: dict, batches) -> list[str]:
 EXCEPTION_LINE = re.compile(r"\b\w*(?:Error|Exception)\b(?::|\s*$)")
 
 
-def _crashed(run: Run, exc: Exception, log_tail: str) -> None:
+#: an exception that follows another process's crash: the cause is an earlier exception
+CONSEQUENCES = (
+    # the launcher, when a DP-attention scheduler dies at start-up
+    "scheduler died during initialization",
+    # gloo in the other ranks, when one rank's scheduler crashed (0.5.23 under DP attention)
+    "Connection closed by peer",
+)
+
+
+def _crashed(run: Run, exc: Exception, log_tail: str, log: str | None = None) -> None:
+    """``run`` crashed with ``exc``; its error is named by the exception the server's log
+    ends with (``log``, the whole log, else ``log_tail``), or, when that exception is another
+    process's consequence, by the cause before it ("cause; then consequence")."""
     run.status, run.error = "crashed", str(exc)
     run.log_tail = log_tail
     # the exception the server's log ends with ("RuntimeError: ...", a bare "AssertionError"),
-    # not a warning that mentions an error in passing
-    error_lines = [l.strip() for l in log_tail.splitlines() if EXCEPTION_LINE.search(l)]
+    # not a warning that mentions an error in passing (nor 0.5.23's diagnostics after a
+    # crash, "Pyspy failed (py-spy dump ...). Error: ...")
+    error_lines = [l.strip() for l in (log or log_tail).splitlines()
+                   if EXCEPTION_LINE.search(l) and "Pyspy failed" not in l]
     if error_lines:
         last = error_lines[-1]
-        # Under DP attention the launcher ends with the scheduler's death; the scheduler's
-        # own exception (e.g. a weight that does not fit) comes before it in the log.
-        causes = [l for l in error_lines[:-1] if "EOFError" not in l]
-        if "scheduler died during initialization" in last and causes:
+        # Under DP attention the launcher ends with the scheduler's death, or the other rank
+        # with gloo's lost connection; the scheduler's own exception (e.g. a weight that does
+        # not fit) comes before it in the log.
+        causes = [l for l in error_lines[:-1] if "EOFError" not in l
+                  and not any(marker in l for marker in CONSEQUENCES)]
+        if any(marker in last for marker in CONSEQUENCES) and causes:
             last = f"{causes[-1]}; then {last}"
         run.error += f": {last}"
 
@@ -263,21 +293,27 @@ def _read_sites(path: Path, server: str = "") -> list[dict]:
     return records
 
 
-def _serve_pd(root, tree_label, case, args, env, folder, stub, cache, run, start) -> Run:
-    """A PD pair for ``case``: the prefill server, then the decode server, each with its own
-    bootstrap port and site record; every batch goes to both (``generate_disaggregated``)."""
+def _serve_pd(
+    root, tree_label, case, args, env, folder, stub, cache, run, start, python, standins
+) -> Run:
+    """A PD pair for ``case``: the prefill server, then the decode server (with the case's
+    ``decode_flags``), each with its own bootstrap port and site record; every batch goes to
+    both (``generate_disaggregated``)."""
     servers: dict[str, Server] = {}
     run.log = str(folder / "decode.log")
     try:
-        mooncake = str(mooncake_engine(cache))
+        mooncake = str(mooncake_engine(cache, str(python)))
         for role in ("prefill", "decode"):
             role_args = list(args) + [
                 "--disaggregation-mode", role,
                 "--disaggregation-bootstrap-port", str(free_port()),
             ]
-            role_env = server_env(root, stub, folder / f"{role}-sites.jsonl", env)
+            if role == "decode":
+                role_args += list(case.decode_flags)
+            role_env = server_env(root, stub, folder / f"{role}-sites.jsonl", env, standins)
             role_env["PYTHONPATH"] += os.pathsep + mooncake
-            server = Server(root, role_args, folder / f"{role}.log", role_env)
+            server = Server(root, role_args, folder / f"{role}.log", role_env,
+                            python=str(python))
             servers[role] = server
             progress(f"{run.case} on {tree_label}: starting the {role} server (log: {server.log})")
             server.start()
@@ -354,17 +390,17 @@ def unreachable_reason(site: site_list.Site) -> str:
     )
 
 
-def release_root(cache: Path) -> Path:
-    """A folder holding the unpatched ``sglang/`` of the 0.5.11 release wheel (extracted
-    once into the cache)."""
+def release_root(cache: Path, version: str = BEFORE_REFACTOR.known_version) -> Path:
+    """A folder holding the unpatched ``sglang/`` of the release wheel of ``version`` (0.5.11
+    unless told; a family's ``known_version``), extracted once into the cache."""
     from ..wheel import cached_release_wheel
 
-    root = cache / "release-0.5.11"
+    root = cache / f"release-{version}"
     if not (root / "sglang" / "srt").is_dir():
-        partial = cache / "release-0.5.11.partial"
+        partial = cache / f"release-{version}.partial"
         if partial.exists():
             shutil.rmtree(partial)
-        with zipfile.ZipFile(cached_release_wheel()) as wheel:
+        with zipfile.ZipFile(cached_release_wheel(version)) as wheel:
             wheel.extractall(partial, [n for n in wheel.namelist() if n.startswith("sglang/")])
         partial.replace(root)
     return root

@@ -21,7 +21,41 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 STANDINS = Path(__file__).resolve().parent / "standins"
+#: 0.5.23's own stand-ins (``standins_0_5_23/sitecustomize.py``), loaded only for its trees
+STANDINS_0_5_23 = Path(__file__).resolve().parent / "standins_0_5_23"
 STUB_SOURCE = Path(__file__).resolve().parent / "libcuda_stub.c"
+#: the checkout of this tool (``python/sglang_eagle_sizing/smoke/server.py`` in it), whose
+#: ``scripts/setup.sh`` makes ``.venv-0.5.23``
+REPOSITORY = Path(__file__).resolve().parents[3]
+#: the environment variable naming another interpreter for 0.5.23's servers
+PYTHON_0_5_23_ENV = "SGLANG_EAGLE_SIZING_PYTHON_0_5_23"
+
+
+def interpreter_for(family) -> Path:
+    """The Python that serves a tree of ``family`` (``families.py``). Before the refactor
+    (0.5.9-0.5.11): this one, whose environment holds 0.5.11's dependencies. After it (0.5.23,
+    torch 2.14.1 and transformers 5.19.0, which 0.5.11's environment cannot hold):
+    ``$SGLANG_EAGLE_SIZING_PYTHON_0_5_23`` if set, else ``.venv-0.5.23/bin/python`` of this
+    checkout, made by ``scripts/setup.sh``."""
+    from ..families import BEFORE_REFACTOR
+
+    if family is BEFORE_REFACTOR:
+        return Path(sys.executable)
+    named = os.environ.get(PYTHON_0_5_23_ENV)
+    python = Path(named) if named else REPOSITORY / ".venv-0.5.23" / "bin" / "python"
+    if not python.exists():
+        how = (f"{PYTHON_0_5_23_ENV} names it" if named else
+               f"run bash {REPOSITORY / 'scripts' / 'setup.sh'}, or set {PYTHON_0_5_23_ENV} to "
+               "a Python with sglang==0.5.23's dependencies")
+        raise ServerError(f"{python}: no such interpreter to serve SGLang {family.name} ({how})")
+    return python
+
+
+def standins_for(family) -> Path:
+    """The stand-ins folder of ``family``: 0.5.11's or 0.5.23's, never both."""
+    from ..families import BEFORE_REFACTOR
+
+    return STANDINS if family is BEFORE_REFACTOR else STANDINS_0_5_23
 
 _running: set["Server"] = set()
 
@@ -89,10 +123,13 @@ def libcuda_stub(cache: Path) -> Path:
     return folder
 
 
-def server_env(root: Path, stub: Path, sites_file: Path | None, extra: dict) -> dict:
-    """The environment of a CPU server running the ``sglang`` in ``root``."""
+def server_env(
+    root: Path, stub: Path, sites_file: Path | None, extra: dict, standins: Path = STANDINS
+) -> dict:
+    """The environment of a CPU server running the ``sglang`` in ``root``, with the stand-ins
+    folder ``standins`` (``standins_for``) first on its path."""
     env = dict(os.environ)
-    paths = [str(STANDINS), str(root)]
+    paths = [str(standins), str(root)]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(paths)
@@ -123,6 +160,8 @@ class Server:
     env: dict
     port: int = field(default_factory=free_port)
     process: subprocess.Popen | None = None
+    #: the interpreter (``interpreter_for``): its environment supplies SGLang's dependencies
+    python: str = sys.executable
 
     @property
     def url(self) -> str:
@@ -130,7 +169,7 @@ class Server:
 
     def command(self) -> list[str]:
         return [
-            sys.executable, "-m", "sglang.launch_server",
+            str(self.python), "-m", "sglang.launch_server",
             "--host", "127.0.0.1", "--port", str(self.port), *self.args,
         ]
 
@@ -285,9 +324,10 @@ def generate_disaggregated(
 MOONCAKE = ("mooncake-transfer-engine-non-cuda", "0.3.13.post1")
 
 
-def mooncake_engine(cache: Path) -> Path:
+def mooncake_engine(cache: Path, python: str = sys.executable) -> Path:
     """A folder holding Mooncake's ``mooncake`` package, installed there with pip the first
-    time (never into the environment); it goes on the PD servers' ``PYTHONPATH``."""
+    time (never into the environment); it goes on the PD servers' ``PYTHONPATH``. ``python``:
+    the servers' interpreter, which must import it."""
     name, version = MOONCAKE
     folder = cache / f"{name}-{version}"
     if not (folder / "mooncake" / "engine.so").exists():
@@ -304,7 +344,7 @@ def mooncake_engine(cache: Path) -> Path:
             raise ServerError(f"{partial}: pip install {name}=={version} failed ({last})")
         partial.replace(folder)
     probe = subprocess.run(
-        [sys.executable, "-c", "import mooncake.engine"],
+        [str(python), "-c", "import mooncake.engine"],
         env={**os.environ, "PYTHONPATH": str(folder)},
         capture_output=True,
         text=True,
