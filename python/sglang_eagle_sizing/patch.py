@@ -131,10 +131,11 @@ class TreeReport:
             )
             for r in self.changed
         ]
-        out += [FileChange(key, None, data) for key, data in self._added().items()]
+        out += [FileChange(key, None, data) for key, data in self.files_to_add().items()]
         return out
 
-    def _added(self) -> dict[str, bytes]:
+    def files_to_add(self) -> dict[str, bytes]:
+        """The new files: modules the patch adds to SGLang, then the fork's tests."""
         return {**self.modules_to_add, **self.tests_to_add}
 
     def diff(self) -> str:
@@ -144,7 +145,7 @@ class TreeReport:
         for r in self.changed:
             key = self.tree.key(r.file)
             text += git_header(key, False) + r.unified_diff(key)
-        for key, data in self._added().items():
+        for key, data in self.files_to_add().items():
             text += git_header(key, True)
             text += unified_diff("", data.decode("utf-8"), "/dev/null", "b/" + key)
         return text

@@ -258,7 +258,7 @@ def diffstat(report: TreeReport) -> str:
     rows = []
     for result in report.changed:
         rows.append((report.tree.key(result.file), result.old_text, result.new_text))
-    for key, data in report._added().items():
+    for key, data in report.files_to_add().items():
         rows.append((key, "", data.decode("utf-8")))
     lines = []
     for key, old, new in sorted(rows):
