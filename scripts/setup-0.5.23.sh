@@ -5,6 +5,7 @@
 # as it is. Called by scripts/setup.sh; runs alone too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/disk.sh
 
 venv=.venv-0.5.23
 stamp=$venv/.setup-complete
@@ -14,7 +15,8 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 fi
 
 echo "setting up $venv (sglang==0.5.23 is about 11 GB; the first time takes several minutes)" >&2
+need_disk "$venv" 13
 python3 -m venv "$venv"
-"$venv"/bin/python -m pip install --quiet --upgrade pip
-"$venv"/bin/python -m pip install --quiet -r requirements-0.5.23.txt
+"$venv"/bin/python -m pip install --quiet --no-cache-dir --upgrade pip
+"$venv"/bin/python -m pip install --quiet --no-cache-dir -r requirements-0.5.23.txt
 echo "$want" > "$stamp"
