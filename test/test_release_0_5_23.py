@@ -7,6 +7,7 @@ scripts/setup.sh) and fails when any one reader is put back."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -197,7 +198,74 @@ def test_pr_describes_every_patch_of_the_series(fork):
     assert git_status(fork) == []
 
 
-def test_report_says_it_does_not_read_a_0_5_23_tree(fork):
-    code, out, err = run("report", "--sglang", str(fork))
+PAIR = ROOT / "python" / "sglang_eagle_sizing" / "data" / "llama3.1-8b-instruct__specforge-llama3-8b-eagle3"
+
+
+def _report_json(fork: Path, draft: Path, target: Path = PAIR / "target") -> dict:
+    code, out, err = run("report", "--sglang", str(fork), "--json", str(draft), str(target))
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _sites(report: dict, side: str | None = None) -> dict[str, tuple]:
+    """{site: (width, dtype)} as patched (``side`` None) or as ``side`` ("pristine")."""
+    return {
+        r["site"]: (r["width"], r["dtype"]) if side is None else (r[side]["width"], r[side]["dtype"])
+        for r in report["sites"]
+    }
+
+
+def test_report_gives_every_site_as_patched_next_to_0_5_23(fork, tmp_path):
+    """A float16 drafter declaring 4 layer ids at the top level, on a bfloat16 target of 32
+    layers: 0.5.23 sizes its extend buffers for 4 layers, builds fc for 3, captures its 3
+    default layers and keeps float16; the patched tree captures the 4 declared layers and
+    sizes and types every site alike, each tree computed by its own code."""
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    config = json.loads((PAIR / "draft" / "config.json").read_text())
+    (draft / "config.json").write_text(
+        json.dumps({**config, "eagle_aux_hidden_state_layer_ids": [1, 10, 20, 28]})
+    )
+    report = _report_json(fork, draft)
+    assert report["pristine_source"].endswith("(not patched)")
+    assert (report["patched"]["captured"], report["pristine"]["captured"]) == (
+        [2, 11, 21, 29],
+        [2, 16, 29],
+    )
+    patched, pristine = _sites(report), _sites(report, "pristine")
+    extend = {r["site"] for r in report["sites"] if r["phase"] == "extend"} - {"LlamaModel.__init__"}
+    assert len(extend) == 3
+    for site, value in patched.items():
+        wide = site in extend or site == "LlamaModel.__init__"
+        assert value == (4 * 4096 if wide else 4096, "torch.bfloat16"), site
+    assert pristine["LlamaModel.__init__"] == (3 * 4096, "torch.float16")
+    assert {pristine[s] for s in extend} == {(4 * 4096, "torch.float16")}
+    assert all(r["differs_from_pristine"] for r in report["sites"])
+    assert git_status(fork) == []
+
+    code, out, err = run("report", "--sglang", str(fork), str(draft), str(PAIR / "target"))
+    assert code == 0, err
+    assert "target captures hidden states: [2, 11, 21, 29]   0.5.23: ! [2, 16, 29]" in out
+    assert "LlamaModel.__init__ (drafter fc in-features)" in out
+    assert out.endswith("10 site values differ from 0.5.23 (marked !)\n")
+
+
+def test_report_on_a_patched_tree_reads_0_5_23_from_what_apply_saved(fork):
+    assert run("apply", str(fork))[0] == 0
+    report = _report_json(fork, PAIR / "draft")
+    assert "(saved by apply)" in report["pristine_source"]
+    assert report["patched"]["draft_dtype"] == "torch.bfloat16"
+    assert report["pristine"]["draft_dtype"] == "torch.float16"
+    assert report["patched"]["captured"] == report["pristine"]["captured"] == [2, 16, 29]
+
+
+def test_report_refuses_a_drafter_the_patched_tree_refuses(fork, tmp_path):
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    config = json.loads((PAIR / "draft" / "config.json").read_text())
+    (draft / "config.json").write_text(
+        json.dumps({**config, "eagle_aux_hidden_state_layer_ids": [1, 10, 31]})
+    )
+    code, out, err = run("report", "--sglang", str(fork), str(draft), str(PAIR / "target"))
     assert (code, out) == (2, "")
-    assert err.startswith("error: SGLang 0.5.23 (git tag v0.5.23) at ") and "0.5.9-0.5.11" in err
+    assert err.startswith("error: ") and "31" in err and len(err.splitlines()) == 1

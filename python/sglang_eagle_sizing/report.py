@@ -23,7 +23,8 @@ from . import transaction
 from .engine import FindingsCache, default_cache_dir
 from .patch import check_tree, rewrite_tree
 from .sites import GET_CONFIG_FILES, SITE_FILES, Kind, Phase
-from .tree import KNOWN_VERSION, SglangTree
+from .families import BEFORE_REFACTOR
+from .tree import KNOWN_VERSION, SglangTree, TreeError
 
 HELP = "print the width, dtype and bytes of every sizing site for a drafter/target pair"
 BUNDLED = Path(__file__).parent / "data" / "llama3.1-8b-instruct__specforge-llama3-8b-eagle3"
@@ -61,7 +62,11 @@ def default_settings(algorithm: str, target) -> Settings:
 
 
 def infer_algorithm(draft) -> str:
-    architecture = (draft.hf_config.architectures or [""])[0]
+    return algorithm_of((draft.hf_config.architectures or [""])[0])
+
+
+def algorithm_of(architecture: str) -> str:
+    """The speculative algorithm a drafter of this architecture serves with."""
     if "Eagle3" in architecture:
         return "EAGLE3"
     if "Eagle" in architecture or "NextN" in architecture or "MTP" in architecture:
@@ -449,7 +454,6 @@ def quiet_sglang():
 
 def run(args) -> int:
     from .configs import ConfigError, precheck
-    from .families import BEFORE_REFACTOR
     from .tree import TreeError
 
     if args.sglang is not None:
@@ -459,13 +463,7 @@ def run(args) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         if tree.family is not BEFORE_REFACTOR:
-            print(
-                f"error: {tree.describe()}: report computes the sites of SGLang "
-                f"{BEFORE_REFACTOR.name} trees only; for {tree.family.name}, check and "
-                "docs/release-0.5.23.md list what the patch changes",
-                file=sys.stderr,
-            )
-            return 2
+            return run_after_refactor(args, tree)
     if args.disagreements is not None:
         quiet_sglang()
         from .disagreements import table
@@ -496,4 +494,43 @@ def run(args) -> int:
         print(json.dumps(report, indent=2))
     else:
         sys.stdout.write(render(report))
+    return 0
+
+
+def run_after_refactor(args, tree: SglangTree) -> int:
+    """``report`` on a tree of the family after the refactor (``after_refactor/report.py``)."""
+    from .after_refactor import report as after
+    from .configs import ConfigError, precheck
+
+    if args.disagreements is not None:
+        print(
+            f"error: {tree.describe()}: --disagreements reads SGLang {BEFORE_REFACTOR.name} "
+            "trees only",
+            file=sys.stderr,
+        )
+        return 2
+    if (args.draft is None) != (args.target is None):
+        print("error: give both DRAFT and TARGET folders, or neither", file=sys.stderr)
+        return 2
+    draft = (args.draft or BUNDLED / "draft").resolve()
+    target = (args.target or BUNDLED / "target").resolve()
+    try:
+        config = precheck(draft)
+        precheck(target)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    algorithm = args.algorithm or algorithm_of(config["architectures"][0])
+    try:
+        report = after.build(draft, target, algorithm, tree)
+    except (after.ReportError, TreeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if report["refusal"] is not None:
+        print(f"error: {report['refusal']}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        sys.stdout.write(after.render(report))
     return 0
