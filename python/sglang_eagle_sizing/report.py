@@ -23,6 +23,7 @@ from . import transaction
 from .engine import FindingsCache, default_cache_dir
 from .patch import check_tree, rewrite_tree
 from .sites import GET_CONFIG_FILES, SITE_FILES, Kind, Phase
+from .after_refactor.report import ReportError
 from .families import BEFORE_REFACTOR
 from .tree import KNOWN_VERSION, SglangTree, TreeError
 
@@ -454,83 +455,56 @@ def quiet_sglang():
 
 def run(args) -> int:
     from .configs import ConfigError, precheck
-    from .tree import TreeError
 
+    tree = None
     if args.sglang is not None:
         try:
             tree = SglangTree.locate(args.sglang, allow_untested_version=True)
         except TreeError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        if tree.family is not BEFORE_REFACTOR:
-            return run_after_refactor(args, tree)
+            return _error(exc)
+    after_refactor = tree is not None and tree.family is not BEFORE_REFACTOR
     if args.disagreements is not None:
+        if after_refactor:
+            return _error(
+                f"{tree.describe()}: --disagreements reads SGLang {BEFORE_REFACTOR.name} trees only"
+            )
         quiet_sglang()
         from .disagreements import table
 
         sys.stdout.write(table(args.disagreements, SglangTree.locate(args.sglang)))
         return 0
     if (args.draft is None) != (args.target is None):
-        print("error: give both DRAFT and TARGET folders, or neither", file=sys.stderr)
-        return 2
+        return _error("give both DRAFT and TARGET folders, or neither")
     draft = args.draft or BUNDLED / "draft"
     target = args.target or BUNDLED / "target"
-    try:
-        for folder in (draft, target):  # before SGLang is imported (tens of seconds)
-            precheck(folder)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    quiet_sglang()
-    try:
-        report = build(draft, target, args.algorithm, SglangTree.locate(args.sglang))
-    except (ConfigError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if report["refusal"] is not None:
-        print(f"error: {report['refusal']}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        sys.stdout.write(render(report))
-    return 0
-
-
-def run_after_refactor(args, tree: SglangTree) -> int:
-    """``report`` on a tree of the family after the refactor (``after_refactor/report.py``)."""
-    from .after_refactor import report as after
-    from .configs import ConfigError, precheck
-
-    if args.disagreements is not None:
-        print(
-            f"error: {tree.describe()}: --disagreements reads SGLang {BEFORE_REFACTOR.name} "
-            "trees only",
-            file=sys.stderr,
-        )
-        return 2
-    if (args.draft is None) != (args.target is None):
-        print("error: give both DRAFT and TARGET folders, or neither", file=sys.stderr)
-        return 2
-    draft = (args.draft or BUNDLED / "draft").resolve()
-    target = (args.target or BUNDLED / "target").resolve()
-    try:
-        config = precheck(draft)
+    try:  # before SGLang is imported (tens of seconds)
+        architecture = precheck(draft)["architectures"][0]
         precheck(target)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    algorithm = args.algorithm or algorithm_of(config["architectures"][0])
+        return _error(exc)
     try:
-        report = after.build(draft, target, algorithm, tree)
-    except (after.ReportError, TreeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        if after_refactor:
+            # each tree evaluated in its own environment (after_refactor/report.py)
+            from .after_refactor import report as after
+
+            algorithm = args.algorithm or algorithm_of(architecture)
+            report = after.build(draft.resolve(), target.resolve(), algorithm, tree)
+            text = after.render
+        else:
+            quiet_sglang()
+            report = build(draft, target, args.algorithm, SglangTree.locate(args.sglang))
+            text = render
+    except (ConfigError, ValueError, TreeError, ReportError) as exc:
+        return _error(exc)
     if report["refusal"] is not None:
-        print(f"error: {report['refusal']}", file=sys.stderr)
-        return 2
+        return _error(report["refusal"])
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        sys.stdout.write(after.render(report))
+        sys.stdout.write(text(report))
     return 0
+
+
+def _error(message) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
