@@ -246,7 +246,8 @@ def render(report: dict) -> str:
                 old = f"! {before.get('width')} {_short(before.get('dtype'))}"
             else:
                 old = "  same"
-            lines.append(f"  {site:<90} {str(row['width']):>6} {_short(row['dtype']):<9}   {old}")
+            width = "-" if row["width"] is None else str(row["width"])
+            lines.append(f"  {site:<90} {width:>6} {_short(row['dtype']):<9}   {old}")
     lines.append("")
     lines.append(
         f"{marked} site values differ from {version} (marked !)"

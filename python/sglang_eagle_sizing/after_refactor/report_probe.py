@@ -128,9 +128,13 @@ def probe(draft_path: str, target_path: str, algorithm: str) -> dict:
             out["recurrent"] = {"width": width, "dtype": _dtype(dtype)}
             out["carries_draft_hidden_states"] = spec_algorithm.carries_draft_hidden_states()
             runner = SimpleNamespace(model_config=draft, spec_algorithm=spec_algorithm)
+            # the extend buffers exist for the EAGLE family only (the draft-extend runner
+            # skips STANDALONE, the prefill runner asks is_eagle())
             out["extend"] = {
-                "width": get_draft_input_from_target_hidden_dim(runner),
-                "dtype": _dtype(draft.dtype),
+                "width": get_draft_input_from_target_hidden_dim(runner)
+                if spec_algorithm.is_eagle()
+                else None,
+                "dtype": _dtype(draft.dtype) if spec_algorithm.is_eagle() else None,
             }
             fc_width, fc_site = _fc(draft, server_args)
             out["fc"] = {"width": fc_width, "site": fc_site, "dtype": _dtype(draft.dtype)}
