@@ -127,12 +127,34 @@ def test_each_family_loads_its_own_stand_ins_only():
     assert paths[:2] == [str(after), "/tree"] and str(before) not in paths
 
 
-def _standins_0_5_23():
-    path = smoke_server.STANDINS_0_5_23 / "sitecustomize.py"
-    spec = importlib.util.spec_from_file_location("_standins_0_5_23", path)
+def _standins(folder: Path = smoke_server.STANDINS_0_5_23):
+    """A family's stand-ins module (its import hook is installed only in a smoke server)."""
+    spec = importlib.util.spec_from_file_location(f"_standins_{folder.name}", folder / "sitecustomize.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+_standins_0_5_23 = _standins
+
+
+def test_both_families_record_calls_with_one_recorder(tmp_path, monkeypatch):
+    """Each family's stand-ins wrap a helper with smoke/call_recorder.py's recorder: a server
+    writes each call once per calling line, with the caller's scope."""
+    monkeypatch.delenv("SGLANG_EAGLE_SIZING_SMOKE", raising=False)
+    sites = tmp_path / "sites.jsonl"
+    monkeypatch.setenv("SGLANG_EAGLE_SIZING_SMOKE_SITES", str(sites))
+    for family in (BEFORE_REFACTOR, AFTER_REFACTOR):
+        helper = _standins(smoke_server.standins_for(family))._recorded_function(
+            "helper", lambda x: x + 1
+        )
+
+        def caller():
+            return helper(1) + helper(2)
+
+        assert caller() + caller() == 10
+    calls = [json.loads(line) for line in sites.read_text().splitlines()]
+    assert [(c["function"], c["scope"].rsplit(".", 1)[-1]) for c in calls] == [("helper", "caller")] * 2
 
 
 def test_the_0_5_23_stand_ins_leave_the_sizing_helpers_alone():

@@ -70,10 +70,8 @@ import contextlib
 import functools
 import importlib.abc
 import importlib.machinery
-import json
 import os
 import sys
-import threading
 
 import importlib.util
 
@@ -89,7 +87,6 @@ def _ports():
     spec.loader.exec_module(module)
     return module
 
-SITES_ENV = "SGLANG_EAGLE_SIZING_SMOKE_SITES"
 
 #: functions of eagle_info.py (and of spec_info.py, where the parser of the drafter's config
 #: lives) the recorder wraps, when the tree has them
@@ -313,47 +310,14 @@ def _patch_schedule_batch(module) -> None:
     module.ScheduleBatch.copy = copy
 
 
-# -- the site recorder ------------------------------------------------------------------------
+# -- the recorder (smoke/call_recorder.py, shared with the other family's stand-ins) ---------
 
-_seen: set = set()
-_lock = threading.Lock()
-
-
-def _srt_relative(path: str) -> str:
-    marker = os.sep + os.path.join("sglang", "srt") + os.sep
-    index = path.rfind(marker)
-    return path[index + len(marker) :] if index >= 0 else path
-
-
-def _record(function: str, depth: int) -> None:
-    out = os.environ.get(SITES_ENV)
-    if not out:
-        return
-    frame = sys._getframe(depth)
-    code = frame.f_code
-    key = (function, code.co_filename, frame.f_lineno)
-    with _lock:
-        if key in _seen:
-            return
-        _seen.add(key)
-        entry = {
-            "pid": os.getpid(),
-            "function": function,
-            "file": _srt_relative(code.co_filename),
-            "line": frame.f_lineno,
-            "scope": getattr(code, "co_qualname", code.co_name),
-        }
-        with open(out, "a") as handle:
-            handle.write(json.dumps(entry) + "\n")
-
-
-def _recorded_function(name: str, function):
-    @functools.wraps(function)
-    def wrapper(*args, **kwargs):
-        _record(name, 2)
-        return function(*args, **kwargs)
-
-    return wrapper
+_spec = importlib.util.spec_from_file_location(
+    "_smoke_call_recorder", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "call_recorder.py")
+)
+_recorder = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_recorder)
+_record, _recorded_function = _recorder.record, _recorder.recorded_function
 
 
 def _recorded_classmethod(method: str, function):

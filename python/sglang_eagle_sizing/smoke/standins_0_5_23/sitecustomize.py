@@ -52,15 +52,12 @@ JSON line ``{"pid", "function", "file", "line", "scope"}`` naming its caller (fi
 from __future__ import annotations
 
 import ctypes
-import functools
 import importlib.abc
 import importlib.machinery
-import json
+import importlib.util
 import os
 import sys
-import threading
 
-SITES_ENV = "SGLANG_EAGLE_SIZING_SMOKE_SITES"
 
 #: ``module: names`` of the functions the recorder wraps (when the module has them)
 RECORDED = {
@@ -122,47 +119,14 @@ def _patch_triton_backend(module) -> None:
         backend.get_cpu_graph_seq_len_fill_value = backend.get_cuda_graph_seq_len_fill_value
 
 
-# -- the recorder -------------------------------------------------------------------------
+# -- the recorder (smoke/call_recorder.py, shared with the other family's stand-ins) ---------
 
-_seen: set = set()
-_lock = threading.Lock()
-
-
-def _srt_relative(path: str) -> str:
-    marker = os.sep + os.path.join("sglang", "srt") + os.sep
-    index = path.rfind(marker)
-    return path[index + len(marker) :] if index >= 0 else path
-
-
-def _record(function: str, depth: int) -> None:
-    out = os.environ.get(SITES_ENV)
-    if not out:
-        return
-    frame = sys._getframe(depth)
-    code = frame.f_code
-    key = (function, code.co_filename, frame.f_lineno)
-    with _lock:
-        if key in _seen:
-            return
-        _seen.add(key)
-        entry = {
-            "pid": os.getpid(),
-            "function": function,
-            "file": _srt_relative(code.co_filename),
-            "line": frame.f_lineno,
-            "scope": getattr(code, "co_qualname", code.co_name),
-        }
-        with open(out, "a") as handle:
-            handle.write(json.dumps(entry) + "\n")
-
-
-def _recorded_function(name: str, function):
-    @functools.wraps(function)
-    def wrapper(*args, **kwargs):
-        _record(name, 2)
-        return function(*args, **kwargs)
-
-    return wrapper
+_spec = importlib.util.spec_from_file_location(
+    "_smoke_call_recorder", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "call_recorder.py")
+)
+_recorder = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_recorder)
+_record, _recorded_function = _recorder.record, _recorder.recorded_function
 
 
 def _patch_recorded(module) -> None:
