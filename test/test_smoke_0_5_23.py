@@ -139,7 +139,7 @@ _standins_0_5_23 = _standins
 
 
 def test_both_families_record_calls_with_one_recorder(tmp_path, monkeypatch):
-    """Each family's stand-ins wrap a helper with smoke/call_recorder.py's recorder: a server
+    """Each family's stand-ins wrap a helper with smoke/standin_hooks.py's recorder: a server
     writes each call once per calling line, with the caller's scope."""
     monkeypatch.delenv("SGLANG_EAGLE_SIZING_SMOKE", raising=False)
     sites = tmp_path / "sites.jsonl"

@@ -68,10 +68,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.abc
-import importlib.machinery
 import os
-import sys
 
 import importlib.util
 
@@ -310,14 +307,14 @@ def _patch_schedule_batch(module) -> None:
     module.ScheduleBatch.copy = copy
 
 
-# -- the recorder (smoke/call_recorder.py, shared with the other family's stand-ins) ---------
+# -- the recorder (smoke/standin_hooks.py, shared with the other family's stand-ins) ---------
 
 _spec = importlib.util.spec_from_file_location(
-    "_smoke_call_recorder", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "call_recorder.py")
+    "_smoke_standin_hooks", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "standin_hooks.py")
 )
-_recorder = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_recorder)
-_record, _recorded_function = _recorder.record, _recorder.recorded_function
+_hooks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_hooks)
+_record, _recorded_function = _hooks.record, _hooks.recorded_function
 
 
 def _recorded_classmethod(method: str, function):
@@ -381,30 +378,5 @@ if os.environ.get(DP_ENV) == "1":
     )
 
 
-class _Loader(importlib.abc.Loader):
-    def __init__(self, loader, after):
-        self._loader = loader
-        self._after = after
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        self._after(module)
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path, target=None):
-        after = AFTER_IMPORT.get(fullname)
-        if after is None:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
-        if spec is None or spec.loader is None:
-            return spec
-        spec.loader = _Loader(spec.loader, after)
-        return spec
-
-
 if os.environ.get("SGLANG_EAGLE_SIZING_SMOKE") == "1":
-    sys.meta_path.insert(0, _Finder())
+    _hooks.install(AFTER_IMPORT)
