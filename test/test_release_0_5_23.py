@@ -8,6 +8,7 @@ scripts/setup.sh) and fails when any one reader is put back."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 import os
 import re
 import subprocess
@@ -269,3 +270,51 @@ def test_report_refuses_a_drafter_the_patched_tree_refuses(fork, tmp_path):
     code, out, err = run("report", "--sglang", str(fork), str(draft), str(PAIR / "target"))
     assert (code, out) == (2, "")
     assert err.startswith("error: ") and "31" in err and len(err.splitlines()) == 1
+
+
+def _capture(root: Path, work: Path) -> dict:
+    """test/support/capture_probe_0_5_23.py in 0.5.23's environment, ``root``'s ``sglang``
+    first on sys.path: per drafter, what the target captures and what its ids mean."""
+    probe = ROOT / "test" / "support" / "capture_probe_0_5_23.py"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(probe.parent)])}
+    done = subprocess.run(
+        [str(PYTHON_0_5_23), str(probe), str(work)],
+        env=env, capture_output=True, text=True, timeout=900,
+    )
+    line = next((l for l in done.stdout.splitlines() if l.startswith("PROBE-JSON ")), None)
+    assert line is not None, done.stderr[-3000:]
+    return json.loads(line[len("PROBE-JSON ") :])["drafters"]
+
+
+def test_the_target_captures_what_transformers_gives_for_the_ids(patched_0_5_23, release_0_5_23, tmp_path):
+    """The target's capture against transformers' output_hidden_states of the same target:
+    the patched tree hands the drafter exactly the hidden states its ids mean, wherever the
+    config declares them and in either id convention; 0.5.23 captures its default layers
+    for ids at the top level and cannot read the speculators format."""
+    roots = {"patched": patched_0_5_23 / "python", "released": release_0_5_23.parent}
+    with ThreadPoolExecutor(2) as pool:
+        runs = dict(zip(roots, pool.map(_capture, roots.values(), [tmp_path / n for n in roots])))
+    for name, got in runs["patched"].items():
+        assert got.get("captured") == got.get("meant"), (name, got)
+        assert got["max_diff_from_meant"] < 1e-5, (name, got)
+    released = runs["released"]
+    assert released["ids in eagle_config"]["captured"] == [1, 4, 6]
+    assert released["ids at the top level"]["captured"] == [2, 4, 5]  # the default layers
+    assert "Unrecognized model" in released["speculators format"]["error"]
+
+
+@pytest.mark.parametrize(
+    "mutant, caught",
+    [
+        # the converted speculators ids sit at the top level too
+        ("capture: 0.5.23's reading (eagle_config ids only)", {"ids at the top level", "speculators format"}),
+        ("speculators format: layer ids taken as SGLang's (off by one)", {"speculators format"}),
+    ],
+)
+def test_the_capture_oracle_catches_a_wrong_reading_of_the_ids(patched_0_5_23, tmp_path, mutant, caught):
+    try:
+        next(m for m in MUTANTS if m.name == mutant).apply(patched_0_5_23)
+        got = _capture(patched_0_5_23 / "python", tmp_path)
+    finally:
+        git(patched_0_5_23, "checkout", "-q", "--", ".")
+    assert {d for d, run in got.items() if run.get("captured") != run["meant"]} == caught, got

@@ -1,0 +1,272 @@
+"""What an SGLang 0.5.23-family tree's target captures for an EAGLE-3 drafter, against
+transformers' ``output_hidden_states`` of the same target on the same tokens (float32, CPU).
+
+Runs in ``.venv-0.5.23`` (transformers 5.19), inside one SGLang tree (first on sys.path):
+
+    python capture_probe_0_5_23.py WORKDIR
+
+It builds a tiny Llama target with transformers (random weights, norm weights away from 1),
+saves it with ``save_pretrained`` and runs it with ``output_hidden_states=True``: the oracle
+(``hidden_states[k]``: 0 the embeddings, k the output of layer k - 1). Then, per drafter config
+of ``DRAFTERS`` (config only: the drafter never runs), the tree's own start-up decides what the
+target captures: ``ServerArgs`` for the pair, ``_resolve_eagle_aux_hidden_state`` (the layer
+ids the target asks for) and the target's ``set_eagle3_layers_to_capture``; the tree's
+``LlamaForCausalLM`` is built from the saved target, ``load_weights`` fed by SGLang's own
+safetensors iterator, and its real ``forward`` runs as ``EXTEND`` on the tokens
+(``RadixAttention`` on ``TorchNativeAttnBackend`` with real KV pools, ``LogitsProcessor`` with
+``CaptureHiddenMode.FULL``). Each captured chunk is matched to the oracle's hidden states.
+
+Prints ``PROBE-JSON {...}``: per drafter the layer ids the target asked for, and per captured
+chunk the index ``k`` of transformers' ``hidden_states`` it equals (None: none of them) and the
+largest difference from the one the drafter's config means.
+
+What stands in: the parallel groups (one rank, no process group), ``sgl_kernel`` (SGLang's own
+CPU stub), RoPE's CPU flag (its native path).
+"""
+
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported (SGLang imports it)
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from unittest import mock
+
+from sglang.test.test_utils import maybe_stub_sgl_kernel
+
+maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+from sglang.srt.configs.model_config import ModelConfig  # noqa: E402
+from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend  # noqa: E402
+from sglang.srt.layers.rotary_embedding import base as rotary_embedding_base  # noqa: E402
+from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool  # noqa: E402
+from sglang.srt.model_executor.forward_batch_info import (  # noqa: E402
+    CaptureHiddenMode,
+    ForwardBatch,
+    ForwardMode,
+)
+from sglang.srt.model_executor.forward_context import (  # noqa: E402
+    ForwardContext,
+    forward_context,
+)
+from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (  # noqa: E402
+    SpecAuxHiddenStateConfig,
+    _resolve_eagle_aux_hidden_state,
+)
+from sglang.srt.model_executor.runner_utils.forward_batch import set_forward_batch  # noqa: E402
+from sglang.srt.model_loader.weight_utils import safetensors_weights_iterator  # noqa: E402
+from sglang.srt.models.llama import LlamaForCausalLM  # noqa: E402
+from sglang.srt.runtime_context import (  # noqa: E402
+    SpawnRanks,
+    create_context,
+    get_parallel,
+    use_context,
+)
+from sglang.srt.server_args import ServerArgs  # noqa: E402
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
+from sglang.test.test_utils import publish_build_topology  # noqa: E402
+
+HIDDEN = 64
+LAYERS = 8
+TOKENS = [5, 77, 200, 31, 9, 40, 41, 142]
+TARGET = dict(
+    architectures=["LlamaForCausalLM"],
+    hidden_size=HIDDEN,
+    intermediate_size=128,
+    num_hidden_layers=LAYERS,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=256,
+    max_position_embeddings=128,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=False,
+)
+DRAFT = {
+    "model_type": "llama",
+    **{k: v for k, v in TARGET.items() if k != "num_hidden_layers"},
+    "architectures": ["LlamaForCausalLMEagle3"],
+    "num_hidden_layers": 1,
+    "target_hidden_size": HIDDEN,
+    "torch_dtype": "float32",
+}
+#: the speculators format's config.json: no model_type, the decoder layer's config nested
+SPECULATORS = {
+    "architectures": ["Eagle3DraftModel"],
+    "speculators_model_type": "eagle3",
+    "speculators_config": {
+        "algorithm": "eagle3",
+        "verifier": {"architectures": ["LlamaForCausalLM"], "name_or_path": "target"},
+    },
+    "transformer_layer_config": {
+        **{k: v for k, v in DRAFT.items() if k not in ("architectures", "target_hidden_size")},
+        "model_type": "llama",
+    },
+    "draft_vocab_size": 96,
+    "target_hidden_size": HIDDEN,
+}
+#: drafter -> (its config.json, the indices into output_hidden_states its layer ids mean).
+#: SGLang's id i names layer i's output, hidden_states[i + 1]; the speculators library's id k
+#: is hidden_states[k] ("speculators uses the layer id directly",
+#: speculators/convert/dflash/converter.py); no ids: SGLang's default layers, the inputs of
+#: layers 2, L // 2 and L - 3
+DRAFTERS = {
+    "ids in eagle_config": (
+        {**DRAFT, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 3, 5]}},
+        [1, 4, 6],
+    ),
+    "ids at the top level": (
+        {**DRAFT, "eagle_aux_hidden_state_layer_ids": [0, 3, 5, 6]},
+        [1, 4, 6, 7],
+    ),
+    "no ids": (DRAFT, [2, LAYERS // 2, LAYERS - 3]),
+    "speculators format": (
+        {**SPECULATORS, "eagle_aux_hidden_state_layer_ids": [1, 4, 6]},
+        [1, 4, 6],
+    ),
+}
+
+
+@contextlib.contextmanager
+def one_cpu_rank():
+    group = SimpleNamespace(
+        world_size=1, rank_in_group=0, rank=0, local_rank=0, is_first_rank=True,
+        is_last_rank=True,
+    )
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(get_parallel().override(
+            tp_group=group, attn_tp_group=group, pp_group=group, tp_rank=0, tp_size=1,
+            attn_tp_rank=0, attn_tp_size=1,
+        ))
+        stack.enter_context(mock.patch.object(rotary_embedding_base, "_is_cpu", True))
+        yield
+
+
+def save_target(folder: Path) -> tuple:
+    """The target saved by transformers, and its ``output_hidden_states`` on ``TOKENS``."""
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(**TARGET, dtype="float32")
+    model = transformers.LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.uniform_(0.5, 1.5)
+    model.save_pretrained(folder)
+    with torch.no_grad():
+        states = model(torch.tensor([TOKENS]), output_hidden_states=True).hidden_states
+    return tuple(s[0] for s in states)
+
+
+def asked_layer_ids(target: Path, draft: Path):
+    """The layer ids the tree's target start-up asks its model to capture."""
+    server_args = ServerArgs(
+        model_path=str(target),
+        device="cpu",
+        speculative_algorithm="EAGLE3",
+        speculative_draft_model_path=str(draft),
+        skip_tokenizer_init=True,
+    )
+    with use_context(create_context(server_args, role="probe", ranks=SpawnRanks(world_rank=0))):
+        capture = SpecAuxHiddenStateConfig()
+        _resolve_eagle_aux_hidden_state(
+            config=capture,
+            server_args=server_args,
+            model_config=ModelConfig.from_server_args(server_args),
+            spec_algorithm=SpeculativeAlgorithm.EAGLE3,
+            is_draft_worker=False,
+        )
+    return capture.eagle_aux_hidden_state_layer_ids
+
+
+def captured(target: Path, layer_ids) -> torch.Tensor:
+    """The hidden states the tree's target hands the drafter: (tokens, chunks * HIDDEN)."""
+    config = transformers.AutoConfig.from_pretrained(target)
+    with one_cpu_rank():
+        model = LlamaForCausalLM(config).eval()
+    model.load_weights(safetensors_weights_iterator([str(target / "model.safetensors")]))
+    model.set_eagle3_layers_to_capture(layer_ids)
+    n = len(TOKENS)
+    kv_pool = MHATokenToKVPool(
+        size=64, page_size=1, dtype=torch.float32, head_num=config.num_key_value_heads,
+        head_dim=HIDDEN // config.num_attention_heads, layer_num=LAYERS, device="cpu",
+        enable_memory_saver=False,
+    )
+    req_pool = ReqToTokenPool(size=2, max_context_len=64, device="cpu", enable_memory_saver=False)
+    slots = torch.arange(1, n + 1)  # slot 0 is SGLang's padding slot
+    req_pool.write((1, slice(0, n)), slots.to(torch.int32))
+    runner = SimpleNamespace(device="cpu", req_to_token_pool=req_pool, token_to_kv_pool=kv_pool)
+    input_ids = torch.tensor(TOKENS)
+    batch = ForwardBatch(
+        forward_mode=ForwardMode.EXTEND,
+        batch_size=1,
+        input_ids=input_ids,
+        req_pool_indices=torch.tensor([1]),
+        seq_lens=torch.tensor([n]),
+        out_cache_loc=slots,
+        seq_lens_sum=n,
+        seq_lens_cpu=torch.tensor([n]),
+        positions=torch.arange(n),
+        extend_num_tokens=n,
+        extend_prefix_lens=torch.tensor([0]),
+        extend_seq_lens=torch.tensor([n]),
+        extend_prefix_lens_cpu=[0],
+        extend_seq_lens_cpu=[n],
+        capture_hidden_mode=CaptureHiddenMode.FULL,
+        return_logprob=False,
+    )
+    backend = TorchNativeAttnBackend(runner)
+    with (
+        one_cpu_rank(),
+        torch.no_grad(),
+        forward_context(ForwardContext(attn_backend=backend), forward_batch=batch),
+        set_forward_batch(batch),
+    ):
+        backend.init_forward_metadata(batch)
+        output = model.forward(input_ids, batch.positions, batch)
+    return output.hidden_states
+
+
+def main():
+    work = Path(sys.argv[1])
+    torch.set_default_dtype(torch.float32)
+    torch.set_num_threads(1)
+    publish_build_topology(device="cpu", tp_size=1, pp_size=1)
+    target = work / "target"
+    states = save_target(target)
+    out = {"drafters": {}}
+    for name, (config, meant) in DRAFTERS.items():
+        draft = work / name.replace(" ", "-")
+        draft.mkdir(parents=True)
+        (draft / "config.json").write_text(json.dumps(config))
+        try:
+            layer_ids = asked_layer_ids(target, draft)
+            got = captured(target, layer_ids)
+        except Exception as exc:  # reported: a tree may refuse the drafter
+            out["drafters"][name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            continue
+        chunks = got.split(HIDDEN, dim=-1)
+        equals = [
+            next((k for k, s in enumerate(states) if torch.allclose(c, s, atol=1e-5)), None)
+            for c in chunks
+        ]
+        diff = (
+            max((c - states[k]).abs().max().item() for c, k in zip(chunks, meant))
+            if len(chunks) == len(meant)
+            else None
+        )
+        out["drafters"][name] = {
+            "layer_ids": layer_ids,
+            "captured": equals,
+            "meant": meant,
+            "max_diff_from_meant": diff,
+        }
+    print("PROBE-JSON " + json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
