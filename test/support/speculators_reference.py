@@ -16,6 +16,7 @@ library's outputs (``logits``, ``carried``) and the target ids its ``t2d`` marks
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import sys
 import time
@@ -150,11 +151,9 @@ def main():
         del reference["library"]
         torch.save(reference, folder / REFERENCE)
         written.append(case[0])
-    import speculators
-
     print("REFERENCE-JSON " + json.dumps({
         "cases": written,
-        "speculators": speculators.__version__,
+        "speculators": importlib.metadata.version("speculators"),
         "torch": torch.__version__,
         "seconds": round(time.time() - START, 1),
     }))
