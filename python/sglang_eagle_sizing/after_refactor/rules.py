@@ -53,6 +53,8 @@ class _ScopedRule(Rule):
     function the file does not have (renamed or moved: reported, not skipped)."""
 
     places: tuple[tuple[str, str], ...] = ()
+    #: what is read at the places, for the message when one is not found
+    reads = "the aux-layer count is read there"
 
     def __init__(self, file: str):
         super().__init__(file)
@@ -71,7 +73,7 @@ class _ScopedRule(Rule):
     def finish(self, module: cst.Module) -> None:
         for scope in sorted(self._scopes(self.file) - self.seen):
             raise RewriteError(
-                self.file, 1, f"{scope}: not found (the aux-layer count is read there)"
+                self.file, 1, f"{scope}: not found ({self.reads})"
             )
 
 
@@ -429,8 +431,12 @@ class NormBeforeResidualRule(_ScopedRule):
 
     concerns = (concerns.SPECULATORS_NORMS,)
     files = frozenset({DRAFTER_LAYER[0]})
-    places = ((DRAFTER_LAYER[0], f"{DRAFTER_LAYER[1]}.__init__"), (DRAFTER_LAYER[0], f"{DRAFTER_LAYER[1]}.forward"))
-    needles = ("hidden_norm",)
+    places = (
+        (DRAFTER_LAYER[0], f"{DRAFTER_LAYER[1]}.__init__"),
+        (DRAFTER_LAYER[0], f"{DRAFTER_LAYER[1]}.forward"),
+    )
+    reads = "norm_before_residual is read there"
+    # No needle: a file without `hidden_norm` is reported by the places, not skipped.
 
     def leave_FunctionDef(self, original_node, updated_node):
         scope = self.scope
