@@ -41,7 +41,12 @@ def draft_config(num_hidden_layers=1, **flags):
 def one_rank():
     group = SimpleNamespace(rank_in_group=0, world_size=1)
     with get_parallel().override(
-        tp_group=group, attn_tp_group=group, tp_rank=0, tp_size=1, attn_tp_rank=0, attn_tp_size=1
+        tp_group=group,
+        attn_tp_group=group,
+        tp_rank=0,
+        tp_size=1,
+        attn_tp_rank=0,
+        attn_tp_size=1,
     ):
         yield
 
@@ -148,7 +153,10 @@ class TestModelNorms(CustomTestCase):
         torch.testing.assert_close(self.fc_output(model), model.fc(self.aux))
 
     def test_norm_before_fc_normalizes_the_concatenation(self):
-        for flags in ({"norm_before_fc": True}, {"eagle_config": {"norm_before_fc": True}}):
+        for flags in (
+            {"norm_before_fc": True},
+            {"eagle_config": {"norm_before_fc": True}},
+        ):
             model, _, _ = self.run_model(**flags)
             norm = model.input_norm
             self.assertEqual(norm.weight.shape, (3 * HIDDEN_SIZE,))
