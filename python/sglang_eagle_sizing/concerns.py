@@ -55,7 +55,14 @@ AUX_COUNT = "aux-count"
 DRAFT_CHECK = "draft-check"
 DRAFT_DTYPE = "draft-dtype"
 SPECULATORS_EAGLE3 = "speculators-eagle3"
-AFTER_REFACTOR_ORDER: tuple[str, ...] = (AUX_COUNT, DRAFT_CHECK, DRAFT_DTYPE, SPECULATORS_EAGLE3)
+SPECULATORS_NORMS = "speculators-norms"
+AFTER_REFACTOR_ORDER: tuple[str, ...] = (
+    AUX_COUNT,
+    DRAFT_CHECK,
+    DRAFT_DTYPE,
+    SPECULATORS_EAGLE3,
+    SPECULATORS_NORMS,
+)
 
 #: The concerns that route sizing sites: the routing itself, then one behaviour fix each.
 SIZING_CONCERNS = (ROUTING, EXTEND_WIDTH, MULTI_LAYER_WIDTH, V2_IDLE_WIDTH, PD_STANDALONE)

@@ -16,6 +16,7 @@ CAPTURE = SRT + "model_executor/model_runner_components/spec_aux_hidden_state.py
 PARSER = SRT + "speculative/eagle3_draft_config.py"
 HOOK = SRT + "arg_groups/speculative_hook.py"
 CONFIG = SRT + "utils/hf_transformers/config.py"
+EAGLE3 = SRT + "models/llama_eagle3.py"
 
 
 @dataclass(frozen=True)
@@ -103,5 +104,30 @@ MUTANTS = (
         "speculators format: layer ids taken as SGLang's (off by one)",
         TESTS + "test_speculators_format.py",
         _edit(CONFIG, r"\[i - 1 for i in layer_ids\]", "list(layer_ids)"),
+    ),
+    Mutant(
+        "norm_before_residual: not read (0.5.23's raw residual)",
+        TESTS + "test_norm_variants.py",
+        _edit(EAGLE3, r"self\.norm_before_residual = bool\(", "self.norm_before_residual = False and bool("),
+    ),
+    Mutant(
+        "norm_before_residual: read from eagle_config only",
+        TESTS + "test_norm_variants.py",
+        _edit(EAGLE3, r'getattr\(config, "norm_before_residual", False\)', "False"),
+    ),
+    Mutant(
+        "norm_before_fc: input_norm not applied",
+        TESTS + "test_norm_variants.py",
+        _edit(EAGLE3, r"hidden_states = self\.input_norm\(hidden_states\)", "pass"),
+    ),
+    Mutant(
+        "fc_norm: the per-layer norms not applied",
+        TESTS + "test_norm_variants.py",
+        _edit(EAGLE3, r"\[norm\(chunk\) for norm, chunk in", "[chunk for norm, chunk in"),
+    ),
+    Mutant(
+        "norm_output: the next step reads the hidden states before the norm",
+        TESTS + "test_norm_variants.py",
+        _edit(EAGLE3, r"aux = hidden_states_to_logits if self\.norm_output else", "aux ="),
     ),
 )

@@ -47,10 +47,8 @@ import contextlib
 import functools
 import importlib
 import json
-import math
 import sys
 import time
-import types
 from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
@@ -62,9 +60,6 @@ from sglang.test.test_utils import maybe_stub_sgl_kernel  # noqa: E402
 maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 
 import torch  # noqa: E402
-from speculators.config import SpeculatorsConfig, VerifierConfig  # noqa: E402
-from speculators.models.eagle3 import Eagle3DraftModel, Eagle3SpeculatorConfig  # noqa: E402
-from speculators.proposals.greedy import GreedyTokenProposalConfig  # noqa: E402
 from transformers import LlamaConfig  # noqa: E402
 
 import sglang  # noqa: E402
@@ -80,28 +75,8 @@ from sglang.srt.model_executor.forward_batch_info import (  # noqa: E402
     ForwardMode,
 )
 from sglang.srt.model_loader.weight_utils import safetensors_weights_iterator  # noqa: E402
-
-#: the norm variants of the speculators format: the config flags each sets
-VARIANTS = {
-    "default": {},
-    "norm_before_residual": {"norm_before_residual": True},
-    "norm_before_fc": {"norm_before_fc": True},
-    "fc_norm": {"fc_norm": True},
-    "norm_output": {"norm_output": True},
-}
-#: aux layer ids declared at the top level of the checkpoint's config, by count
-AUX_IDS = {3: [2, 5, 8], 4: [1, 3, 5, 7]}
-#: (case name, variant, aux count, the aux ids the config declares (None: it declares none,
-#: which is 3 to the library), architectures written in config.json (None: as saved))
-CASES = [(f"{v}/{n}", v, n, AUX_IDS[n], None) for v in VARIANTS for n in AUX_IDS] + [
-    # the architecture name early speculators releases wrote
-    ("default/3 Eagle3Speculator", "default", 3, AUX_IDS[3], ["Eagle3Speculator"]),
-    ("default/3 no aux ids", "default", 3, None, None),
-]
-
-#: the drafter: hidden 64, 4 heads of 16 (2 KV heads), target vocab 256, draft vocab 128
-HIDDEN, VOCAB, DRAFT_VOCAB = 64, 256, 128
-TOKENS = 6
+from speculators_cases import case_folder, chosen_cases, max_diff, mutated_module  # noqa: E402
+from speculators_reference import reference_case  # noqa: E402
 
 EAGLE3 = "sglang.srt.models.llama_eagle3"
 CONFIG = "sglang.srt.utils.hf_transformers.config"
@@ -170,94 +145,7 @@ def one_cpu_rank():
         yield
 
 
-# -- the library's side --------------------------------------------------------------------
-def library_drafter(variant: str, aux_ids: list[int] | None) -> Eagle3DraftModel:
-    """A tiny drafter of the library's, random weights (norm weights around 1, not 1)."""
-    torch.manual_seed(0)
-    layer = LlamaConfig(
-        hidden_size=HIDDEN, intermediate_size=2 * HIDDEN, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=16, num_hidden_layers=1, vocab_size=VOCAB,
-        max_position_embeddings=256, rms_norm_eps=1e-6,
-    )
-    layer._attn_implementation = "eager"  # not flex attention: the CPU, a dense causal mask
-    config = Eagle3SpeculatorConfig(
-        transformer_layer_config=layer,
-        draft_vocab_size=DRAFT_VOCAB,
-        eagle_aux_hidden_state_layer_ids=aux_ids,
-        **VARIANTS[variant],
-        speculators_config=SpeculatorsConfig(
-            algorithm="eagle3",
-            proposal_methods=[GreedyTokenProposalConfig(speculative_tokens=3)],
-            default_proposal_method="greedy",
-            verifier=VerifierConfig(name_or_path=None, architectures=["LlamaForCausalLM"]),
-        ),
-    )
-    model = Eagle3DraftModel(config).eval()
-    # A pruned draft vocabulary: the target ids of the 128 draft tokens, through the
-    # library's own loader of the mappings (t2d marks them, d2t holds the offsets).
-    target_ids = torch.randperm(VOCAB)[:DRAFT_VOCAB].sort().values
-    t2d = torch.zeros(VOCAB, dtype=torch.bool)
-    t2d[target_ids] = True
-    model.load_vocab_mappings(t2d, target_ids - torch.arange(DRAFT_VOCAB))
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if "norm" in name:
-                param.copy_(1 + 0.5 * torch.randn_like(param))
-            else:
-                param.copy_(0.1 * torch.randn_like(param))
-    return model
-
-
-def library_forward(model: Eagle3DraftModel, aux: torch.Tensor, input_ids: torch.Tensor):
-    """The library's forward on one causal document: (first step's logits, the hidden state
-    it carries into the second step), both [tokens, ...]."""
-    n = input_ids.shape[0]
-    logits, layer_inputs = [], []
-
-    def on_lm_head(module, args, output):
-        logits.append(output.detach().clone())
-
-    def on_layer(module, args, kwargs):
-        hidden = args[0] if args else kwargs["hidden_states"]
-        layer_inputs.append(hidden.detach().clone())
-
-    hooks = [
-        model.lm_head.register_forward_hook(on_lm_head),
-        model.layers[0].register_forward_pre_hook(on_layer, with_kwargs=True),
-    ]
-    try:
-        with torch.no_grad():
-            model(
-                hidden_states=aux[None],
-                input_ids=input_ids[None],
-                document_ids=torch.zeros((1, n), dtype=torch.long),
-                position_ids=torch.arange(n)[None],
-                ttt_steps=2,
-            )
-    finally:
-        for hook in hooks:
-            hook.remove()
-    assert len(logits) == 2 and len(layer_inputs) == 2
-    # The second step's layer reads cat([embeds, carried hidden state]).
-    return logits[0][0], layer_inputs[1][0][:, model.hidden_size:]
-
-
 # -- SGLang's side -------------------------------------------------------------------------
-def mutated_module(name: str, edits: list[tuple[str, str]]) -> types.ModuleType:
-    """``name`` executed from its source with each (text, replacement) made once."""
-    original = importlib.import_module(name)
-    source = Path(original.__file__).read_text()
-    for text, replacement in edits:
-        count = source.count(text)
-        if count != 1:
-            raise SystemExit(f"mutant: {text!r} occurs {count} times in {name}")
-        source = source.replace(text, replacement)
-    module = types.ModuleType(name)
-    module.__file__ = original.__file__
-    exec(compile(source, original.__file__, "exec"), module.__dict__)
-    return module
-
-
 @functools.cache
 def sglang_modules(mutant: str | None):
     """(the config module, the llama_eagle3 module), the mutant's change made to its file."""
@@ -349,26 +237,12 @@ def sglang_forward(model, config, aux, input_ids, mode: ForwardMode):
     return output.next_token_logits, output.hidden_states, written
 
 
-def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    if a.shape != b.shape:
-        return float("inf")
-    difference = (a - b).abs().max().item()
-    return difference if math.isfinite(difference) else float("inf")
-
-
 def run_case(work: Path, case, prototype: bool, mutants: list[str]) -> dict:
-    name, variant, aux_count, aux_ids, architectures = case
-    folder = work / name.replace("/", "-").replace(" ", "-")
-    library = library_drafter(variant, aux_ids)
-    library.save_pretrained(folder)
-    if architectures is not None:
-        saved = json.loads((folder / "config.json").read_text())
-        saved["architectures"] = architectures
-        (folder / "config.json").write_text(json.dumps(saved, indent=2))
-    generator = torch.Generator().manual_seed(1)
-    input_ids = torch.randint(0, VOCAB, (TOKENS,), generator=generator)
-    aux = torch.randn((TOKENS, aux_count * HIDDEN), generator=generator)
-    want_logits, want_carried = library_forward(library, aux, input_ids)
+    name, variant, aux_count, _, _ = case
+    folder = case_folder(work, name)
+    reference = reference_case(folder, case)
+    input_ids, aux = reference["input_ids"], reference["aux"]
+    want_logits, want_carried = reference["logits"], reference["carried"]
     result = {
         "variant": variant,
         "aux": aux_count,
@@ -401,7 +275,7 @@ def run_case(work: Path, case, prototype: bool, mutants: list[str]) -> dict:
                 # SGLang's draft-to-target token map (from d2t) against the target ids the
                 # library's t2d marks
                 "hot_token_ids_match": torch.equal(
-                    model.get_hot_token_id(), library.t2d.nonzero().flatten()
+                    model.get_hot_token_id(), reference["target_ids"]
                 ),
             }
         if mutant is None:
@@ -418,7 +292,7 @@ def main():
     mutants = [args[i + 1] for i, arg in enumerate(args) if arg == "--mutant"]
     if "--all-mutants" in args:
         mutants = list(MUTANTS)
-    chosen = [args[i + 1] for i, arg in enumerate(args) if arg == "--case"]
+    cases = chosen_cases([args[i + 1] for i, arg in enumerate(args) if arg == "--case"])
     torch.set_default_dtype(torch.float32)
     torch.set_num_threads(1)  # tiny matrices: threads only contend (2 shared cores in CI)
     out = {
@@ -427,9 +301,7 @@ def main():
         "mutant_descriptions": {name: MUTANTS[name][0] for name in mutants},
         "cases": {},
     }
-    for case in CASES:
-        if chosen and case[0] not in chosen:
-            continue
+    for case in cases:
         out["cases"][case[0]] = run_case(work, case, prototype, mutants)
     out["seconds"] = round(time.time() - START, 1)
     print("PROBE-JSON " + json.dumps(out))

@@ -193,3 +193,18 @@ def _handle_eagle_draft_dtype(server_args: ServerArgs) -> None:
         str(draft_dtype).removeprefix("torch."),
     )
 '''
+
+#: After ``self.hidden_norm = RMSNorm(...)`` in ``llama_eagle3.LlamaDecoderLayer.__init__``
+#: (the ``speculators-norms`` concern), read like upstream's ``norm_before_fc``: from
+#: ``eagle_config`` or the top level. The forward's part is 0.5.11's
+#: (``inserted.NORM_BEFORE_RESIDUAL``), in the input layer's branch.
+NORM_BEFORE_RESIDUAL_FLAG = """
+# Whether the input layer's residual is the normed target hidden states
+# (norm_before_residual).
+eagle_config = getattr(config, "eagle_config", None) or {}
+self.norm_before_residual = bool(
+    eagle_config.get(
+        "norm_before_residual", getattr(config, "norm_before_residual", False)
+    )
+)
+"""

@@ -16,12 +16,14 @@ from .. import concerns
 from .. import inserted as shared
 from ..engine import Finding, RewriteError, Rule
 from ..rules.aux_flag import _contains
+from ..rules.eagle3_norm_variants import _assigns, _flat, _line_is
 from ..rules.target_capture import CaptureTryRule, layer_ids_owner
-from ..syntax import code_of, dotted, statement
+from ..syntax import code_of, dotted, statement, statements_with_comments
 from .inserted import (
     DRAFT_DTYPE_FUNCTION,
     DRAFT_DTYPE_HOOK,
     EAGLE3_DRAFT_CONFIG_MODULE,
+    NORM_BEFORE_RESIDUAL_FLAG,
     PARSE,
     VALIDATE,
 )
@@ -31,6 +33,7 @@ from .sites import (
     CONFIG_READ,
     DRAFT_DTYPE,
     DRAFT_DTYPE_ANCHOR,
+    DRAFTER_LAYER,
     TARGET_CAPTURE,
 )
 
@@ -50,6 +53,8 @@ class _ScopedRule(Rule):
     function the file does not have (renamed or moved: reported, not skipped)."""
 
     places: tuple[tuple[str, str], ...] = ()
+    #: what is read at the places, for the message when one is not found
+    reads = "the aux-layer count is read there"
 
     def __init__(self, file: str):
         super().__init__(file)
@@ -68,7 +73,7 @@ class _ScopedRule(Rule):
     def finish(self, module: cst.Module) -> None:
         for scope in sorted(self._scopes(self.file) - self.seen):
             raise RewriteError(
-                self.file, 1, f"{scope}: not found (the aux-layer count is read there)"
+                self.file, 1, f"{scope}: not found ({self.reads})"
             )
 
 
@@ -416,6 +421,102 @@ class SpeculatorsConfigRule(Rule):
         return updated_node.with_changes(body=body)
 
 
+class NormBeforeResidualRule(_ScopedRule):
+    """The EAGLE-3 drafter's input layer takes its residual after ``hidden_norm`` when the
+    config says ``norm_before_residual``: the flag read after ``self.hidden_norm = ...`` in
+    ``LlamaDecoderLayer.__init__`` (``NORM_BEFORE_RESIDUAL_FLAG``), and 0.5.11's two lines
+    (``inserted.NORM_BEFORE_RESIDUAL``) after ``hidden_states = self.hidden_norm(hidden_states)``
+    in ``forward``'s ``if self.is_input_layer:`` branch, right after ``residual =
+    hidden_states``. Any other shape is reported: the rule does not guess the residual."""
+
+    concerns = (concerns.SPECULATORS_NORMS,)
+    files = frozenset({DRAFTER_LAYER[0]})
+    places = (
+        (DRAFTER_LAYER[0], f"{DRAFTER_LAYER[1]}.__init__"),
+        (DRAFTER_LAYER[0], f"{DRAFTER_LAYER[1]}.forward"),
+    )
+    reads = "norm_before_residual is read there"
+    # No needle: a file without `hidden_norm` is reported by the places, not skipped.
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        scope = self.scope
+        updated_node = super().leave_FunctionDef(original_node, updated_node)
+        init, forward = (scope_ for _, scope_ in self.places)
+        if scope == init:
+            return self._after(
+                scope, original_node, updated_node,
+                lambda s: _assigns(s, "self.hidden_norm"), NORM_BEFORE_RESIDUAL_FLAG,
+                "no `self.hidden_norm = ...` to read norm_before_residual after",
+            )
+        if scope == forward:
+            branch = _input_layer_branch(updated_node.body.body)
+            if branch is None:
+                raise self.fail(
+                    original_node,
+                    f"{scope}: no `if self.is_input_layer:` branch (the input layer's "
+                    "residual is chosen there)",
+                )
+            index, branch = branch
+            original_branch = original_node.body.body[index]
+            new_branch = self._after(
+                scope, original_branch, branch, _normed_after_raw_residual(branch),
+                shared.NORM_BEFORE_RESIDUAL,
+                "the input layer's branch does not take `residual = hidden_states` then "
+                "`hidden_states = self.hidden_norm(hidden_states)`",
+            )
+            body = list(updated_node.body.body)
+            body[index] = new_branch
+            return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+        return updated_node
+
+    def _after(self, scope, original_node, updated_node, is_anchor, source, missing):
+        """``source`` right after the one statement of ``updated_node``'s block that
+        ``is_anchor``."""
+        body = list(updated_node.body.body)
+        anchors = [i for i, stmt in enumerate(body) if is_anchor(stmt)]
+        if len(anchors) != 1:
+            raise self.fail(original_node, f"{scope}: {missing}")
+        (index,) = anchors
+        original = original_node.body.body[index]
+        new = statements_with_comments(source, self.column_of(original))
+        following = body[index + 1 : index + 1 + len(new)]
+        if [_flat(s.with_changes(leading_lines=[])) for s in following] == [
+            _flat(s.with_changes(leading_lines=[])) for s in new
+        ]:
+            self.report(original, LABEL_NORMS, Finding.ROUTED, scope)
+            return updated_node
+        self.report(original, LABEL_NORMS, Finding.UNROUTED, scope)
+        body[index + 1 : index + 1] = new
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+
+
+def _input_layer_branch(body) -> tuple[int, cst.If] | None:
+    """(index, the statement) of the one top-level ``if self.is_input_layer:``."""
+    found = [
+        (i, stmt)
+        for i, stmt in enumerate(body)
+        if isinstance(stmt, cst.If) and dotted(stmt.test) == "self.is_input_layer"
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _normed_after_raw_residual(branch: cst.If):
+    """The anchor of the input layer's branch: ``hidden_states =
+    self.hidden_norm(hidden_states)`` right after ``residual = hidden_states``."""
+    body = list(branch.body.body)
+
+    def is_anchor(stmt):
+        index = body.index(stmt)
+        return (
+            index > 0
+            and _line_is(stmt, "hidden_states = self.hidden_norm(hidden_states)")
+            and _line_is(body[index - 1], "residual = hidden_states")
+        )
+
+    return is_anchor
+
+
+LABEL_NORMS = "norm-before-residual"
 LABEL_SPECULATORS = "speculators-config"
 LABEL_DTYPE = "draft-dtype"
 LABEL_CHECK = "draft-check"
@@ -509,5 +610,6 @@ RULES = (
     DraftCheckRule,
     DraftDtypeRule,
     SpeculatorsConfigRule,
+    NormBeforeResidualRule,
     ParserImportRule,
 )

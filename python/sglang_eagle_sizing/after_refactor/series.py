@@ -209,10 +209,10 @@ configs are read as before.
 
 ## Not in this patch
 
-`norm_before_residual` (the residual of the drafter's input layer taken after
-`hidden_norm`) is set on the config but not read by `LlamaDecoderLayer`; a drafter trained
-with it drafts with the raw hidden states as the residual. The forward was not compared
-with the `speculators` library's on 0.5.23.
+Of the four norm flags the converter sets on the config, `LlamaModel` already reads
+`norm_before_fc`, `fc_norm` and `norm_output`; `norm_before_residual` (the residual of the
+drafter's input layer taken after `hidden_norm`) is read by the next patch. Until then a
+drafter trained with it drafts with the raw hidden states as the residual.
 
 ## Tests
 
@@ -221,6 +221,53 @@ folders): the format reads as `LlamaForCausalLMEagle3`, a Llama config is left a
 `[1, 3, 5]` capture SGLang's `[0, 2, 4]` (the hidden states `output_hidden_states[1, 3, 5]`
 of transformers), the final hidden state and the embeddings are refused. Reading with
 `AutoConfig` alone, or taking the ids as SGLang's, fails it. No GPU was used.
+""",
+    ),
+)
+
+PATCHES += (
+    Patch(
+        concerns.SPECULATORS_NORMS,
+        "[Spec] Read norm_before_residual in the EAGLE-3 drafter's input layer",
+        f"""\
+## Motivation
+
+EAGLE-3 drafters trained with the `speculators` library may set `norm_before_residual`:
+the input layer's residual is the target hidden states after `hidden_norm`, not before.
+`LlamaDecoderLayer` in `models/llama_eagle3.py` does not read it, so such a drafter loads
+and serves but computes another function than the one it was trained as, without any
+error. Reproduced on the CPU with a tiny drafter built and saved by the library (0.9.0):
+SGLang's logits differ from the library's `Eagle3DraftModel` forward by up to 1.2, the
+hidden states it carries to the next draft step by 3.3 (float32; equal to 1e-6 without the
+flag). The other three norm flags of the format (`norm_before_fc`, `fc_norm`,
+`norm_output`) `LlamaModel` already reads, and computes as the library does (the same
+comparison: equal to 1e-6).
+
+## Modifications
+
+`LlamaDecoderLayer.__init__` reads `norm_before_residual` as `LlamaModel` reads
+`norm_before_fc` (from `eagle_config`, else the top level of the config); in `forward`,
+the input layer's branch then takes the normed hidden states as its residual. The
+non-input layers (whose residual add is fused into `hidden_norm`) are unchanged.
+
+## Behaviour changes
+
+A drafter whose config sets `norm_before_residual` computes its input layer with the
+normed residual. None for drafters without the flag (or with it false).
+
+## Tests
+
+`{TESTS}test_norm_variants.py` (CPU, tiny random weights, attention replaced by a
+stub that returns zeros so the layer's residual is what it carries): the input layer's
+residual is `hidden_norm(hidden_states)` with the flag (at the top level or in
+`eagle_config`) and the raw hidden states without it; a non-input layer is unchanged; and
+`LlamaModel`'s three flags are checked the same way (`norm_before_fc`: one norm over the
+concatenated aux hidden states before `fc`; `fc_norm`: one per aux layer; `norm_output`:
+the next draft step reads the normed hidden states). Ignoring any one flag fails it.
+Outside this PR, the drafter's forward (`DRAFT_EXTEND_V2` and `EXTEND`, on the CPU
+attention backend) was compared on each flag, with 3 and 4 aux layers, with the
+`speculators` library's own `Eagle3DraftModel` forward on the checkpoint the library saved:
+equal to float32 rounding. No GPU was used.
 """,
     ),
 )

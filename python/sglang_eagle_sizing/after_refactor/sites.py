@@ -35,6 +35,13 @@ DRAFT_DTYPE_ANCHOR = "_handle_iquest_q1_mtp_draft"
 #: parser, after upstream's own ``_try_load_*`` readers of configs it cannot read.
 CONFIG_READ = ("utils/hf_transformers/config.py", "HfModelConfigParser.parse")
 
+#: The EAGLE-3 drafter's decoder layer: ``__init__`` reads ``norm_before_residual`` after
+#: ``self.hidden_norm = ...``; ``forward``'s input-layer branch (``if self.is_input_layer:``,
+#: ``residual = hidden_states`` then ``hidden_states = self.hidden_norm(hidden_states)``)
+#: takes the residual it chooses. The other three norm flags of the speculators format
+#: (``norm_before_fc``, ``fc_norm``, ``norm_output``) 0.5.23's ``LlamaModel`` reads itself.
+DRAFTER_LAYER = ("models/llama_eagle3.py", "LlamaDecoderLayer")
+
 #: No sizing site of 0.5.23 is rewritten (they all call upstream's helpers).
 SITES: tuple = ()
 
@@ -43,7 +50,7 @@ SITE_FILES: tuple[str, ...] = tuple(
     sorted(
         {f for f, _ in AUX_COUNT_BLOCKS}
         | {f for f, _ in AUX_COUNT_FUNCTIONS}
-        | {TARGET_CAPTURE[0], DRAFT_DTYPE[0], CONFIG_READ[0]}
+        | {TARGET_CAPTURE[0], DRAFT_DTYPE[0], CONFIG_READ[0], DRAFTER_LAYER[0]}
     )
 )
 
@@ -66,6 +73,7 @@ TEST_CONCERNS = {
     UNIT_TESTS + "test_draft_check.py": concerns.DRAFT_CHECK,
     UNIT_TESTS + "test_draft_dtype.py": concerns.DRAFT_DTYPE,
     UNIT_TESTS + "test_speculators_format.py": concerns.SPECULATORS_EAGLE3,
+    UNIT_TESTS + "test_norm_variants.py": concerns.SPECULATORS_NORMS,
 }
 
 
