@@ -55,8 +55,10 @@ gets a 4-wide `fc` fed 3 layers. Reproduced on the CPU with a 4-layer Llama targ
   integers is refused with a `ValueError` naming the key, when the target reads the draft
   config (before the weights load). Before: a weight-loader assert or a shape error at the
   first request.
-- An `eagle_config` given as an object (not a dict) is read by every reader (before:
-  `llama_eagle3` raised `AttributeError`, the capture ignored it).
+- An `eagle_config` given as an object (not a dict) gives its layer ids to every count
+  reader (before: the capture ignored it). `llama_eagle3`'s `LlamaModel.__init__` still
+  reads `norm_before_fc` with `eagle_config.get`, so a Llama drafter with such a config
+  still raises `AttributeError` there, as before.
 - Drafters that declare their ids in `eagle_config` only, or none at all, are unchanged.
 
 ## Tests
