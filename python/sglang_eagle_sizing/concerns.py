@@ -60,6 +60,11 @@ AFTER_REFACTOR_ORDER: tuple[str, ...] = (AUX_COUNT, DRAFT_CHECK, DRAFT_DTYPE, SP
 #: The concerns that route sizing sites: the routing itself, then one behaviour fix each.
 SIZING_CONCERNS = (ROUTING, EXTEND_WIDTH, MULTI_LAYER_WIDTH, V2_IDLE_WIDTH, PD_STANDALONE)
 
+#: 0.5.23's fixes of what serving showed broken under PD and DP attention, after its sizing
+#: series: STANDALONE's draft proposal across PD.
+STANDALONE_DISAGG = "standalone-disagg"
+AFTER_REFACTOR_ORDER += (STANDALONE_DISAGG,)
+
 _ENABLED: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar(
     "concerns", default=None
 )

@@ -105,3 +105,33 @@ MUTANTS = (
         _edit(CONFIG, r"\[i - 1 for i in layer_ids\]", "list(layer_ids)"),
     ),
 )
+
+#: STANDALONE's draft proposal across PD disaggregation
+PREFILL = SRT + "disaggregation/prefill.py"
+METADATA = SRT + "disaggregation/utils.py"
+SPEC_INFO = SRT + "speculative/spec_info.py"
+EAGLE_DISAGG = SRT + "speculative/eagle_disaggregation.py"
+PD_TEST = "test/registered/unit/speculative/test_standalone_disagg_draft_input.py"
+MUTANTS += (
+    Mutant(
+        "standalone disagg: the prefill server hands over EAGLE's proposal only",
+        PD_TEST,
+        _edit(PREFILL, r"self\.spec_algorithm\.need_topk\(\) and", "self.spec_algorithm.is_eagle() and"),
+    ),
+    Mutant(
+        "standalone disagg: the metadata buffers copy a proposal only with hidden states",
+        PD_TEST,
+        _edit(METADATA, r"if req\.output_topk_p is not None:", "if req.hidden_states_tensor is not None:"),
+    ),
+    Mutant(
+        "standalone disagg: no first draft input for STANDALONE (0.5.23's build_disagg_draft_input)",
+        PD_TEST,
+        _edit(SPEC_INFO, r"if self\.is_eagle\(\) or self\.is_standalone\(\):\n            from sglang\.srt\.speculative\.eagle_disaggregation",
+              "if self.is_eagle():\n            from sglang.srt.speculative.eagle_disaggregation"),
+    ),
+    Mutant(
+        "standalone disagg: hidden states stacked for every algorithm",
+        PD_TEST,
+        _edit(EAGLE_DISAGG, r"if batch\.spec_algorithm\.carries_draft_hidden_states\(\):", "if True:"),
+    ),
+)

@@ -225,4 +225,68 @@ of transformers), the final hidden state and the embeddings are refused. Reading
     ),
 )
 
+PD_TEST = "test/registered/unit/speculative/test_standalone_disagg_draft_input.py"
+
+#: Served broken on the CPU under PD disaggregation (patched or not), fixed after the sizing
+#: series.
+PATCHES += (
+    Patch(
+        concerns.STANDALONE_DISAGG,
+        "[Spec] Hand STANDALONE's first draft proposal from the PD prefill server to decode",
+        f"""\
+## Motivation
+
+Under PD disaggregation a STANDALONE decode server cannot decode. The prefill server's
+draft extend makes each request's first proposal (`topk_p`, `topk_index`), but:
+
+- `process_batch_result_disagg_prefill` hands it to the request only `if
+  self.spec_algorithm.is_eagle()` (EAGLE, EAGLE3, FROZEN_KV_MTP);
+- `MetadataBuffers.set_buf` copies it into the transfer buffers only when the request has
+  hidden states, which STANDALONE's draft does not make;
+- `SpeculativeAlgorithm.build_disagg_draft_input` returns `None` for STANDALONE.
+
+So the decode server's first decode batch has no `spec_info`,
+`EAGLEWorkerV2.forward_batch_generation` builds an idle `EagleDraftInput` (zero rows) for a
+batch of live requests, and the draft model runs on 0 tokens. Reproduced on the CPU (a
+prefill and a decode server, Mooncake over TCP on loopback, a one-layer Llama drafting for a
+4-layer Llama target, `--speculative-num-steps 3 --speculative-eagle-topk 1
+--speculative-num-draft-tokens 4`): the prefill server answers each request with its first
+token, and the decode server's first draft step fails in the rotary embedding (`cannot
+reshape tensor of 0 elements into shape [0, -1, 16]`). EAGLE-3 under the same two servers
+serves.
+
+## Modifications
+
+- `disaggregation/prefill.py`: the hand-off takes every algorithm whose draft state is
+  top-k proposals (`need_topk()`: EAGLE and STANDALONE, as `FutureMap` relays it), and the
+  request's hidden states only when the draft made some.
+- `disaggregation/utils.py`: `MetadataBuffers.set_buf` copies the proposal when the request
+  has one and the hidden states when it has those (one `if` becomes two).
+- `speculative/spec_info.py`: `build_disagg_draft_input` builds STANDALONE's first draft
+  input with `build_eagle_disagg_draft_input` (STANDALONE runs the EAGLE worker).
+- `speculative/eagle_disaggregation.py`: that input stacks hidden states only for an
+  algorithm that carries them (`carries_draft_hidden_states()`), so STANDALONE's has none,
+  as after its own prefill without PD (the buffer's 16-float placeholder is not passed on).
+
+The metadata buffers' layout does not change (STANDALONE keeps the 16-float hidden-state
+slot both servers already agree on).
+
+## Behaviour changes
+
+A STANDALONE decode server starts each request from the prefill server's proposal, as an
+EAGLE one does. EAGLE, EAGLE3, FROZEN_KV_MTP and non-speculative PD are unchanged.
+
+## Tests
+
+`{PD_TEST}` (CPU): the prefill server's real hand-off of two finished requests,
+the transfer buffers they are written into and read from, and the decode server's first
+draft input: for STANDALONE it holds the prefill server's proposals and no hidden states;
+for EAGLE the proposals and the hidden states, as before. Handing over EAGLE's proposal
+only, copying it only with hidden states, returning no draft input for STANDALONE, or
+stacking hidden states for every algorithm fails it. Served on the CPU with the two
+servers above: SERVED_PD. No GPU was used.
+""",
+    ),
+)
+
 assert tuple(p.concern for p in PATCHES) == concerns.AFTER_REFACTOR_ORDER
