@@ -111,7 +111,7 @@ def test_a_reader_the_rules_do_not_know_is_reported(fork):
     assert digest(fork) == before
 
 
-#: A place of the PD fix in a shape the rules do not know: (file, the
+#: A place of the PD and DP-attention fixes in a shape the rules do not know: (file, the
 #: release's text, a fork's)
 UNKNOWN_SHAPES = [
     ("disaggregation/prefill.py",
@@ -136,11 +136,13 @@ UNKNOWN_SHAPES = [
      "    )\n",
      "    hidden_list = [req.hidden_states_tensor for req in batch.reqs]\n"
      "    hidden_states = async_h2d_stack(hidden_list, device=batch.device)\n"),
+    ("speculative/eagle_info.py", "class EagleVerifyInput(SpecInput):",
+     "class EagleTreeVerifyInput(SpecInput):"),
 ]
 
 
 @pytest.mark.parametrize("file, release, drifted", UNKNOWN_SHAPES, ids=[s[0] for s in UNKNOWN_SHAPES])
-def test_a_pd_place_of_unknown_shape_is_reported(fork, file, release, drifted):
+def test_a_pd_or_idle_verify_place_of_unknown_shape_is_reported(fork, file, release, drifted):
     path = fork / "python/sglang/srt" / file
     text = path.read_text()
     assert text.count(release) == 1, file

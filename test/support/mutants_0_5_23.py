@@ -106,12 +106,13 @@ MUTANTS = (
     ),
 )
 
-#: STANDALONE's draft proposal across PD disaggregation
+#: STANDALONE's draft proposal across PD disaggregation, and the idle verify input's KV layout
 PREFILL = SRT + "disaggregation/prefill.py"
 METADATA = SRT + "disaggregation/utils.py"
 SPEC_INFO = SRT + "speculative/spec_info.py"
 EAGLE_DISAGG = SRT + "speculative/eagle_disaggregation.py"
 PD_TEST = "test/registered/unit/speculative/test_standalone_disagg_draft_input.py"
+IDLE_VERIFY_TEST = "test/registered/unit/speculative/test_idle_verify_input.py"
 MUTANTS += (
     Mutant(
         "standalone disagg: the prefill server hands over EAGLE's proposal only",
@@ -133,5 +134,10 @@ MUTANTS += (
         "standalone disagg: hidden states stacked for every algorithm",
         PD_TEST,
         _edit(EAGLE_DISAGG, r"if batch\.spec_algorithm\.carries_draft_hidden_states\(\):", "if True:"),
+    ),
+    Mutant(
+        "idle verify input: no kv_indptr / kv_indices (0.5.23's EagleVerifyInput)",
+        IDLE_VERIFY_TEST,
+        _release(SRT + "speculative/eagle_info.py"),
     ),
 )

@@ -23,6 +23,7 @@ from ..syntax import (
     same_expression,
     statement,
     statements,
+    statements_with_comments,
     with_comment,
 )
 from .inserted import (
@@ -42,6 +43,7 @@ from .sites import (
     DISAGG_PREFILL_DRAFT,
     DRAFT_DTYPE,
     DRAFT_DTYPE_ANCHOR,
+    IDLE_VERIFY_INPUT,
     TARGET_CAPTURE,
 )
 
@@ -514,6 +516,7 @@ def _top_level_sglang_import(stmt: cst.CSTNode) -> str | None:
 
 
 LABEL_DISAGG = "standalone-disagg"
+LABEL_IDLE_VERIFY = "idle-verify-kv"
 
 
 class _OneStatementRule(_ScopedRule):
@@ -809,6 +812,56 @@ class DisaggDraftHiddenRule(_OneStatementRule):
         )
 
 
+class IdleVerifyInputRule(Rule):
+    """``EagleVerifyInput`` gets the ``kv_indptr`` / ``kv_indices`` fields (``None``) the
+    attention backends read of a decode or idle batch's ``spec_info``, after its last field:
+    an idle verify batch padded under DP attention is then laid out from its own rows, as an
+    idle draft input's is."""
+
+    concerns = (concerns.IDLE_VERIFY_KV,)
+    files = frozenset({IDLE_VERIFY_INPUT[0]})
+    FIELDS = ("kv_indptr", "kv_indices")
+
+    def __init__(self, file: str):
+        super().__init__(file)
+        self.found = False
+
+    def leave_ClassDef(self, original_node, updated_node):
+        name = original_node.name.value
+        updated_node = super().leave_ClassDef(original_node, updated_node)
+        if name != IDLE_VERIFY_INPUT[1] or self._scope:
+            return updated_node
+        self.found = True
+        body = list(updated_node.body.body)
+        fields = [
+            i for i, s in enumerate(body)
+            if isinstance(s, cst.SimpleStatementLine)
+            and isinstance(s.body[0], cst.AnnAssign)
+        ]
+        names = {dotted(body[i].body[0].target) for i in fields}
+        if set(self.FIELDS) <= names:
+            self.report(original_node, LABEL_IDLE_VERIFY, Finding.ROUTED, name)
+            return updated_node
+        if names & set(self.FIELDS) or not fields:
+            raise self.fail(original_node, f"{name}: its fields are not the ones the rule knows")
+        self.report(original_node, LABEL_IDLE_VERIFY, Finding.UNROUTED, name)
+        new = statements_with_comments(
+            "\n# The attention backends read these of a decode or idle batch's spec_info.\n"
+            "# A verify input has no KV layout of its own: an idle verify batch (padded\n"
+            "# under DP attention) is laid out from its own rows, as an idle draft input's.\n"
+            + "".join(f"{field}: Optional[torch.Tensor] = None\n" for field in self.FIELDS),
+            4,
+        )
+        new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(indent=False), *new[0].leading_lines])
+        body[fields[-1] + 1 : fields[-1] + 1] = new
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+
+    def leave_Module(self, original_node, updated_node):
+        if not self.found:
+            raise self.fail(original_node, f"no class {IDLE_VERIFY_INPUT[1]}")
+        return updated_node
+
+
 RULES = (
     AuxCountBlockRule,
     AuxCountFunctionRule,
@@ -821,4 +874,5 @@ RULES = (
     MetadataDraftProposalRule,
     DisaggDraftInputRule,
     DisaggDraftHiddenRule,
+    IdleVerifyInputRule,
 )

@@ -226,9 +226,10 @@ of transformers), the final hidden state and the embeddings are refused. Reading
 )
 
 PD_TEST = "test/registered/unit/speculative/test_standalone_disagg_draft_input.py"
+IDLE_VERIFY_TEST = "test/registered/unit/speculative/test_idle_verify_input.py"
 
-#: Served broken on the CPU under PD disaggregation (patched or not), fixed after the sizing
-#: series.
+#: Served broken on the CPU under PD disaggregation and DP attention (patched or not), fixed
+#: after the sizing series.
 PATCHES += (
     Patch(
         concerns.STANDALONE_DISAGG,
@@ -285,6 +286,49 @@ for EAGLE the proposals and the hidden states, as before. Handing over EAGLE's p
 only, copying it only with hidden states, returning no draft input for STANDALONE, or
 stacking hidden states for every algorithm fails it. Served on the CPU with the two
 servers above: SERVED_PD. No GPU was used.
+""",
+    ),
+    Patch(
+        concerns.IDLE_VERIFY_KV,
+        "[Spec] Give the idle EAGLE verify input the KV layout fields attention backends read",
+        f"""\
+## Motivation
+
+Under DP attention an idle rank runs every forward of a speculative step: its draft step
+returns `EagleVerifyInput.create_idle_input(...)` (`build_eagle_verify_input`), the verify
+batch is padded to the rows the ranks agreed on (`ForwardBatch.prepare_mlp_sync_batch`), and
+the eager runner initialises the attention metadata of a padded idle batch
+(`EagerRunner._execute_idle`). A decode or idle batch's metadata reads
+`spec_info.kv_indptr`, which `EagleDraftInput` and `EagleDraftExtendInput` have (`None` for an
+idle input: "build from seq_lens") but `EagleVerifyInput` does not. With the Triton backend
+the idle rank fails at the first verify: `AttributeError: 'EagleVerifyInput' object has no
+attribute 'kv_indptr'` (`TritonAttnBackend.init_forward_metadata`), and the other rank then
+loses its peer. Reproduced on the CPU: EAGLE-3 on a Qwen3 target, `--tp 2 --dp 2
+--enable-dp-attention --attention-backend triton`, one request (one rank idle). FlashInfer
+already reads the field with `getattr(spec_info, "kv_indptr", None)` and takes a missing one
+as `None`; Triton reads it as an attribute.
+
+## Modifications
+
+`EagleVerifyInput` gets the fields `kv_indptr` and `kv_indices`, `None` by default, as the
+draft inputs have them: a verify input carries no KV layout of its own, so the backends lay a
+padded idle verify batch out from its own rows, as they do for an idle draft input.
+
+## Behaviour changes
+
+An idle rank under DP attention verifies with the Triton backend, as it does with
+FlashInfer. Nothing else reads the fields of a verify input: a target-verify batch builds
+its layout from the batch as before. Backends that take a speculative batch's layout from
+`spec_info` whenever there is one (aiter, wave, FlashInfer-MLA) are not changed here.
+
+## Tests
+
+`{IDLE_VERIFY_TEST}` (CPU): the verify input the real `build_eagle_verify_input`
+returns for an idle batch, in an idle batch padded to 2 rows, through the real
+`TritonAttnBackend.init_forward_metadata` (its KV index packing recorded, not run): the
+metadata has the padded batch's 2 rows. The class without the fields fails it. Served on the
+CPU as above: SERVED_DP. No GPU was used; with CUDA graphs, where a padded idle batch replays
+a captured graph, it was not shown.
 """,
     ),
 )

@@ -48,6 +48,10 @@ DISAGG_METADATA_DRAFT = ("disaggregation/utils.py", "MetadataBuffers.set_buf")
 DISAGG_DRAFT_INPUT = ("speculative/spec_info.py", "SpeculativeAlgorithm.build_disagg_draft_input")
 DISAGG_DRAFT_HIDDEN = ("speculative/eagle_disaggregation.py", "build_eagle_disagg_draft_input")
 
+#: The verify input an idle rank builds (``EagleVerifyInput.create_idle_input``): a class
+#: without the ``kv_indptr`` / ``kv_indices`` the attention backends read of an idle batch.
+IDLE_VERIFY_INPUT = ("speculative/eagle_info.py", "EagleVerifyInput")
+
 #: No sizing site of 0.5.23 is rewritten (they all call upstream's helpers).
 SITES: tuple = ()
 
@@ -64,6 +68,7 @@ SITE_FILES: tuple[str, ...] = tuple(
                 DISAGG_METADATA_DRAFT,
                 DISAGG_DRAFT_INPUT,
                 DISAGG_DRAFT_HIDDEN,
+                IDLE_VERIFY_INPUT,
             )
         }
     )
@@ -94,6 +99,7 @@ SPEC_TESTS = "test/registered/unit/speculative/"
 TEST_CONCERNS.update(
     {
         SPEC_TESTS + "test_standalone_disagg_draft_input.py": concerns.STANDALONE_DISAGG,
+        SPEC_TESTS + "test_idle_verify_input.py": concerns.IDLE_VERIFY_KV,
     }
 )
 
