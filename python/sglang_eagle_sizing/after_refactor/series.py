@@ -285,7 +285,9 @@ draft input: for STANDALONE it holds the prefill server's proposals and no hidde
 for EAGLE the proposals and the hidden states, as before. Handing over EAGLE's proposal
 only, copying it only with hidden states, returning no draft input for STANDALONE, or
 stacking hidden states for every algorithm fails it. Served on the CPU with the two
-servers above: SERVED_PD. No GPU was used.
+servers above, the decode server's greedy tokens equal transformers' `generate` and the
+accept length is 1.778, STANDALONE's without PD; unpatched, the decode server still fails
+as above. No GPU was used.
 """,
     ),
     Patch(
@@ -323,12 +325,22 @@ its layout from the batch as before. Backends that take a speculative batch's la
 
 ## Tests
 
-`{IDLE_VERIFY_TEST}` (CPU): the verify input the real `build_eagle_verify_input`
-returns for an idle batch, in an idle batch padded to 2 rows, through the real
-`TritonAttnBackend.init_forward_metadata` (its KV index packing recorded, not run): the
-metadata has the padded batch's 2 rows. The class without the fields fails it. Served on the
-CPU as above: SERVED_DP. No GPU was used; with CUDA graphs, where a padded idle batch replays
-a captured graph, it was not shown.
+`{IDLE_VERIFY_TEST}` (CPU): the verify input the real
+`build_eagle_verify_input` returns for an idle batch, in an idle batch padded to 2 rows,
+through the real `TritonAttnBackend.init_forward_metadata` (its KV index packing recorded,
+not run): the metadata has the padded batch's 2 rows. The class without the fields fails
+it. Served on the CPU as above, the idle rank verifies and the tokens equal transformers'
+`generate` (accept length 3.000); unpatched, the `AttributeError` above. No GPU was used;
+with CUDA graphs, where a padded idle batch replays a captured graph, it was not shown.
+
+## Not changed
+
+The idle draft inputs `_forward_dp_spec_prefill_coordination` and
+`MultiLayerEagleWorkerV2.forward_batch_generation` build without `vocab_size` get
+`draft_probs` of shape `(0, 0)` under rejection sampling, but nothing reads it by its width:
+an idle draft returns through `_draft_forward_idle`, `build_eagle_verify_input` returns the
+idle verify input before it looks at `draft_probs`, `merge_batch` replaces an idle stub's
+fields, and `pad_batch` pads rows only (run on 0.5.23's own functions; not served).
 """,
     ),
 )
