@@ -114,30 +114,55 @@ def test_a_reader_the_rules_do_not_know_is_reported(fork):
 #: A place of the PD and DP-attention fixes in a shape the rules do not know: (file, the
 #: release's text, a fork's)
 UNKNOWN_SHAPES = [
-    ("disaggregation/prefill.py",
-     "if self.spec_algorithm.is_eagle() and draft_input is not None:\n"
-     "                    req.output_topk_p",
-     "if self.spec_algorithm.is_eagle() and draft_input:\n"
-     "                    req.output_topk_p"),
-    ("disaggregation/utils.py",
-     "        if req.hidden_states_tensor is not None:\n"
-     "            # speculative_eagle_topk should not be greater than 16 currently\n"
-     "            topk = req.output_topk_p.size(0)\n",
-     "        if req.hidden_states_tensor is not None:\n"
-     "            self.output_hidden_states[req.metadata_buffer_index].zero_()\n"
-     "            topk = req.output_topk_p.size(0)\n"),
-    ("speculative/spec_info.py",
-     "        if self.is_eagle():\n            from sglang.srt.speculative.eagle_disaggregation",
-     "        if self.is_eagle() and not self.is_standalone():\n"
-     "            from sglang.srt.speculative.eagle_disaggregation"),
-    ("speculative/eagle_disaggregation.py",
-     "    hidden_states = async_h2d_stack(\n"
-     "        [req.hidden_states_tensor for req in batch.reqs], device=batch.device\n"
-     "    )\n",
-     "    hidden_list = [req.hidden_states_tensor for req in batch.reqs]\n"
-     "    hidden_states = async_h2d_stack(hidden_list, device=batch.device)\n"),
-    ("speculative/eagle_info.py", "class EagleVerifyInput(SpecInput):",
-     "class EagleTreeVerifyInput(SpecInput):"),
+    (
+        "disaggregation/prefill.py",
+        (
+            "if self.spec_algorithm.is_eagle() and draft_input is not None:\n"
+            "                    req.output_topk_p"
+        ),
+        (
+            "if self.spec_algorithm.is_eagle() and draft_input:\n"
+            "                    req.output_topk_p"
+        ),
+    ),
+    (
+        "disaggregation/utils.py",
+        (
+            "        if req.hidden_states_tensor is not None:\n"
+            "            # speculative_eagle_topk should not be greater than 16 currently\n"
+            "            topk = req.output_topk_p.size(0)\n"
+        ),
+        (
+            "        if req.hidden_states_tensor is not None:\n"
+            "            self.output_hidden_states[req.metadata_buffer_index].zero_()\n"
+            "            topk = req.output_topk_p.size(0)\n"
+        ),
+    ),
+    (
+        "speculative/spec_info.py",
+        "        if self.is_eagle():\n            from sglang.srt.speculative.eagle_disaggregation",
+        (
+            "        if self.is_eagle() and not self.is_standalone():\n"
+            "            from sglang.srt.speculative.eagle_disaggregation"
+        ),
+    ),
+    (
+        "speculative/eagle_disaggregation.py",
+        (
+            "    hidden_states = async_h2d_stack(\n"
+            "        [req.hidden_states_tensor for req in batch.reqs], device=batch.device\n"
+            "    )\n"
+        ),
+        (
+            "    hidden_list = [req.hidden_states_tensor for req in batch.reqs]\n"
+            "    hidden_states = async_h2d_stack(hidden_list, device=batch.device)\n"
+        ),
+    ),
+    (
+        "speculative/eagle_info.py",
+        "class EagleVerifyInput(SpecInput):",
+        "class EagleTreeVerifyInput(SpecInput):",
+    ),
 ]
 
 
