@@ -192,10 +192,33 @@ def upstream_table(report: dict, upstream: dict) -> str:
     return "\n".join([*lines, "", UPSTREAM_END]) + "\n"
 
 
-def _dated(runs) -> str:
-    """``(when, cases)`` of several runs as one line: each date with its number of cases."""
-    return "; ".join(f"{when} ({len(cases)} case{'' if len(cases) == 1 else 's'})"
-                     for when, cases in runs)
+def _latest(runs: list[dict]) -> list[dict]:
+    """Every case of the runs, in the order first served, each from the last run serving it."""
+    latest: dict[str, dict] = {}
+    for run in runs:
+        for entry in run["report"]["cases"]:
+            latest[entry["case"]] = entry
+    order = list(dict.fromkeys(e["case"] for run in runs for e in run["report"]["cases"]))
+    return [latest[name] for name in order]
+
+
+#: a run supplying at most this many rows names them
+NAMED_ROWS = 6
+
+
+def _dated(runs, named: bool = False) -> str:
+    """``(when, cases)`` of several runs as one line: each date with its number of cases (and,
+    ``named``, their names for a run of a few); a run whose every case was served again is left
+    out."""
+    parts = []
+    for when, cases in runs:
+        if not cases:
+            continue
+        count = f"{len(cases)} case{'' if len(cases) == 1 else 's'}"
+        if named and len(cases) <= NAMED_ROWS:
+            count += ": " + ", ".join(f"`{c['case']}`" for c in cases)
+        parts.append(f"{when} ({count})")
+    return "; ".join(parts)
 
 
 def main() -> int:
@@ -215,11 +238,14 @@ def main() -> int:
     if family is AFTER_REFACTOR and args.section is None:
         args.section = "0.5.23"
     if args.from_json:
-        # several runs (e.g. the matrix in two parts) make one table, each run named
+        # several runs (e.g. the matrix in two parts) make one table, each run named; a case
+        # served again in a later run takes that run's row
         runs = [json.loads(Path(f).read_text()) for f in args.from_json]
-        report = {"cases": [entry for run in runs for entry in run["report"]["cases"]],
+        report = {"cases": _latest(runs),
                   "release": runs[0]["report"].get("release", BEFORE_REFACTOR.known_version)}
-        when = _dated((run["when"], run["report"]["cases"]) for run in runs)
+        kept = {id(entry) for entry in report["cases"]}
+        when = _dated(((run["when"], [e for e in run["report"]["cases"] if id(e) in kept])
+                       for run in runs), named=len(runs) > 1)
         return _publish(args, report, when, runs[0]["where"])
     family_cases = cases_for(family)
     cases = [case_named(n, family_cases) for n in args.case] if args.case else list(family_cases)

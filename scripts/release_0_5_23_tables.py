@@ -29,13 +29,15 @@ sys.path.insert(0, str(REPO / "test" / "support"))
 sys.path.insert(0, str(REPO / "test"))
 
 from mutants_0_5_23 import MUTANTS  # noqa: E402
+from sglang_eagle_sizing.after_refactor.sites import TEST_CONCERNS  # noqa: E402
 from sglang_eagle_sizing.wheel import cached_release_wheel  # noqa: E402
 
 DOC = REPO / "docs" / "release-0.5.23.md"
 PYTHON = REPO / ".venv-0.5.23" / "bin" / "python"
 SERIES_START, SERIES_END = "<!-- series-0.5.23 -->\n", "<!-- /series-0.5.23 -->\n"
 MUTANTS_START, MUTANTS_END = "<!-- mutants-0.5.23 -->\n", "<!-- /mutants-0.5.23 -->\n"
-TESTS = "test/registered/unit/speculative/eagle3_draft/"
+#: every fork test file of the series (the folder's and those beside it)
+TESTS = sorted(f for f in TEST_CONCERNS if f.rsplit("/", 1)[-1].startswith("test_"))
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -57,7 +59,7 @@ def checkout(folder: Path) -> Path:
 def fork_tests(fork: Path) -> str:
     """``N tests OK`` over every fork test file of the tree, else what failed."""
     ran, failed = 0, []
-    for test in sorted((fork / TESTS).glob("test_*.py")) if (fork / TESTS).is_dir() else []:
+    for test in [fork / f for f in TESTS if (fork / f).is_file()]:
         result = subprocess.run(
             [str(PYTHON), str(test)], cwd=fork, capture_output=True, text=True,
             env={**os.environ, "PYTHONPATH": str(fork / "python")},

@@ -113,6 +113,74 @@ def test_a_reader_the_rules_do_not_know_is_reported(fork):
     assert digest(fork) == before
 
 
+#: A place of the PD and DP-attention fixes in a shape the rules do not know: (file, the
+#: release's text, a fork's)
+UNKNOWN_SHAPES = [
+    (
+        "disaggregation/prefill.py",
+        (
+            "if self.spec_algorithm.is_eagle() and draft_input is not None:\n"
+            "                    req.output_topk_p"
+        ),
+        (
+            "if self.spec_algorithm.is_eagle() and draft_input:\n"
+            "                    req.output_topk_p"
+        ),
+    ),
+    (
+        "disaggregation/utils.py",
+        (
+            "        if req.hidden_states_tensor is not None:\n"
+            "            # speculative_eagle_topk should not be greater than 16 currently\n"
+            "            topk = req.output_topk_p.size(0)\n"
+        ),
+        (
+            "        if req.hidden_states_tensor is not None:\n"
+            "            self.output_hidden_states[req.metadata_buffer_index].zero_()\n"
+            "            topk = req.output_topk_p.size(0)\n"
+        ),
+    ),
+    (
+        "speculative/spec_info.py",
+        "        if self.is_eagle():\n            from sglang.srt.speculative.eagle_disaggregation",
+        (
+            "        if self.is_eagle() and not self.is_standalone():\n"
+            "            from sglang.srt.speculative.eagle_disaggregation"
+        ),
+    ),
+    (
+        "speculative/eagle_disaggregation.py",
+        (
+            "    hidden_states = async_h2d_stack(\n"
+            "        [req.hidden_states_tensor for req in batch.reqs], device=batch.device\n"
+            "    )\n"
+        ),
+        (
+            "    hidden_list = [req.hidden_states_tensor for req in batch.reqs]\n"
+            "    hidden_states = async_h2d_stack(hidden_list, device=batch.device)\n"
+        ),
+    ),
+    (
+        "speculative/eagle_info.py",
+        "class EagleVerifyInput(SpecInput):",
+        "class EagleTreeVerifyInput(SpecInput):",
+    ),
+]
+
+
+@pytest.mark.parametrize("file, release, drifted", UNKNOWN_SHAPES, ids=[s[0] for s in UNKNOWN_SHAPES])
+def test_a_pd_or_idle_verify_place_of_unknown_shape_is_reported(fork, file, release, drifted):
+    path = fork / "python/sglang/srt" / file
+    text = path.read_text()
+    assert text.count(release) == 1, file
+    path.write_text(text.replace(release, drifted))
+    before = digest(fork)
+    code, out, err = run("apply", str(fork))
+    assert (code, out) == (2, ""), err
+    assert file.rsplit("/", 1)[-1] + ":" in err, err
+    assert digest(fork) == before
+
+
 def test_git_am_of_the_series_gives_the_tree_apply_writes(fork, tmp_path):
     folder = tmp_path / "series"
     code, out, err = run("pr", "--series", str(folder), "--author", "A <a@example.com>", str(fork))

@@ -381,6 +381,21 @@ def test_pair_keeps_what_decides_sizing():
     assert (speculators.target.num_layers, speculators.drafter.aux_layer_ids) == (5, (1, 2, 3, 4))
 
 
+def test_pair_on_a_0_5_23_tree_is_served_by_its_v2_worker():
+    """0.5.23 has no v1 workers: a pair is served as its cases are, without 0.5.11's v1 flag,
+    and its notes name 0.5.23."""
+    from conftest import DATA
+    from sglang_eagle_sizing.families import AFTER_REFACTOR
+    from sglang_eagle_sizing.smoke.cases import V1
+    from sglang_eagle_sizing.smoke.pair import pair_case
+
+    eagle = DATA / "llama-2-70b-chat__sglang-eagle1"
+    assert set(V1) <= set(pair_case(eagle).flags)
+    assert not set(V1) & set(pair_case(eagle, AFTER_REFACTOR).flags)
+    moe = pair_case(DATA / "qwen3-30b-a3b__specforge-moe-draft-eagle3", AFTER_REFACTOR)
+    assert "not an architecture of SGLang 0.5.23" in moe.description
+
+
 def test_pair_keeps_what_hidden_state_ids_mean():
     from sglang_eagle_sizing.smoke.pair import map_hidden_states
 

@@ -196,7 +196,7 @@ def test_0_5_23_cases_are_named_as_0_5_11_s_with_v2_only():
     assert {
         "eagle3-v2", "standalone-v2", "eagle3-toplevel-ids-v2", "eagle3-4ids-v2",
         "eagle3-bf16-drafter-fp16-target-v2", "eagle3-dp-attention-v2", "eagle3-pd-v2",
-        "eagle3-speculators-4ids-v2",
+        "eagle3-speculators-4ids-v2", "eagle3-speculators-3ids-v2", "standalone-pd-v2",
     } <= set(names)
     # where 0.5.11 has the case under a -v1 name, 0.5.23's is the same name with -v2
     old = {case.name for case in smoke_cases.CASES}

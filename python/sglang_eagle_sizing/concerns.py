@@ -67,6 +67,12 @@ AFTER_REFACTOR_ORDER: tuple[str, ...] = (
 #: The concerns that route sizing sites: the routing itself, then one behaviour fix each.
 SIZING_CONCERNS = (ROUTING, EXTEND_WIDTH, MULTI_LAYER_WIDTH, V2_IDLE_WIDTH, PD_STANDALONE)
 
+#: 0.5.23's fixes of what serving showed broken under PD and DP attention, after its sizing
+#: series: STANDALONE's draft proposal across PD, and the idle verify input's KV layout.
+STANDALONE_DISAGG = "standalone-disagg"
+IDLE_VERIFY_KV = "idle-verify-kv"
+AFTER_REFACTOR_ORDER += (STANDALONE_DISAGG, IDLE_VERIFY_KV)
+
 _ENABLED: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar(
     "concerns", default=None
 )

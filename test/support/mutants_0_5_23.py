@@ -131,3 +131,39 @@ MUTANTS = (
         _edit(EAGLE3, r"aux = hidden_states_to_logits if self\.norm_output else", "aux ="),
     ),
 )
+
+#: STANDALONE's draft proposal across PD disaggregation, and the idle verify input's KV layout
+PREFILL = SRT + "disaggregation/prefill.py"
+METADATA = SRT + "disaggregation/utils.py"
+SPEC_INFO = SRT + "speculative/spec_info.py"
+EAGLE_DISAGG = SRT + "speculative/eagle_disaggregation.py"
+PD_TEST = "test/registered/unit/speculative/test_standalone_disagg_draft_input.py"
+IDLE_VERIFY_TEST = "test/registered/unit/speculative/test_idle_verify_input.py"
+MUTANTS += (
+    Mutant(
+        "standalone disagg: the prefill server hands over EAGLE's proposal only",
+        PD_TEST,
+        _edit(PREFILL, r"self\.spec_algorithm\.need_topk\(\) and", "self.spec_algorithm.is_eagle() and"),
+    ),
+    Mutant(
+        "standalone disagg: the metadata buffers copy a proposal only with hidden states",
+        PD_TEST,
+        _edit(METADATA, r"if req\.output_topk_p is not None:", "if req.hidden_states_tensor is not None:"),
+    ),
+    Mutant(
+        "standalone disagg: no first draft input for STANDALONE (0.5.23's build_disagg_draft_input)",
+        PD_TEST,
+        _edit(SPEC_INFO, r"if self\.is_eagle\(\) or self\.is_standalone\(\):\n            from sglang\.srt\.speculative\.eagle_disaggregation",
+              "if self.is_eagle():\n            from sglang.srt.speculative.eagle_disaggregation"),
+    ),
+    Mutant(
+        "standalone disagg: hidden states stacked for every algorithm",
+        PD_TEST,
+        _edit(EAGLE_DISAGG, r"if batch\.spec_algorithm\.carries_draft_hidden_states\(\):", "if True:"),
+    ),
+    Mutant(
+        "idle verify input: no kv_indptr / kv_indices (0.5.23's EagleVerifyInput)",
+        IDLE_VERIFY_TEST,
+        _release(SRT + "speculative/eagle_info.py"),
+    ),
+)

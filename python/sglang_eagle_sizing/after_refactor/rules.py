@@ -18,7 +18,15 @@ from ..engine import Finding, RewriteError, Rule
 from ..rules.aux_flag import _contains
 from ..rules.eagle3_norm_variants import _assigns, _flat, _line_is
 from ..rules.target_capture import CaptureTryRule, layer_ids_owner
-from ..syntax import code_of, dotted, statement, statements_with_comments
+from ..syntax import (
+    code_of,
+    dotted,
+    same_expression,
+    statement,
+    statements,
+    statements_with_comments,
+    with_comment,
+)
 from .inserted import (
     DRAFT_DTYPE_FUNCTION,
     DRAFT_DTYPE_HOOK,
@@ -31,9 +39,14 @@ from .sites import (
     AUX_COUNT_BLOCKS,
     AUX_COUNT_FUNCTIONS,
     CONFIG_READ,
+    DISAGG_DRAFT_HIDDEN,
+    DISAGG_DRAFT_INPUT,
+    DISAGG_METADATA_DRAFT,
+    DISAGG_PREFILL_DRAFT,
     DRAFT_DTYPE,
     DRAFT_DTYPE_ANCHOR,
     DRAFTER_LAYER,
+    IDLE_VERIFY_INPUT,
     TARGET_CAPTURE,
 )
 
@@ -603,6 +616,353 @@ def _top_level_sglang_import(stmt: cst.CSTNode) -> str | None:
     return None
 
 
+LABEL_DISAGG = "standalone-disagg"
+LABEL_IDLE_VERIFY = "idle-verify-kv"
+
+
+class _OneStatementRule(_ScopedRule):
+    """A rule owning one place, ``(file, scope)``: ``rewrite`` returns the statements that
+    replace one of the scope's statements (``None``: not the statement it looks for), or
+    raises for a statement of a shape it does not know; ``routed`` says whether a statement is
+    already the rewritten one. The place must hold exactly one of either. A rewrite's first
+    statement keeps the leading lines of the one it replaces, before its own."""
+
+    place: tuple[str, str] = ("", "")
+    label = ""
+
+    def __init__(self, file: str):
+        super().__init__(file)
+        self.hits = 0
+        # statements already rewritten that enclose the block being left
+        self.inside_routed = 0
+
+    @classmethod
+    def _scopes(cls, file: str) -> set[str]:
+        return {cls.place[1]} if file == cls.place[0] else set()
+
+    def visit_If(self, node: cst.If) -> bool | None:
+        if self.scope == self.place[1] and self.routed(node):
+            self.inside_routed += 1
+        return True
+
+    def leave_If(self, original_node, updated_node):
+        if self.scope == self.place[1] and self.routed(original_node):
+            self.inside_routed -= 1
+        return updated_node
+
+    def finish(self, module: cst.Module) -> None:
+        for scope in sorted(self._scopes(self.file) - self.seen):
+            raise RewriteError(self.file, 1, f"{scope}: not found (the {self.label} change)")
+
+    def routed(self, stmt: cst.CSTNode) -> bool:
+        raise NotImplementedError
+
+    def rewrite(self, stmt: cst.CSTNode, column: int) -> list[cst.BaseStatement] | None:
+        raise NotImplementedError
+
+    def leave_IndentedBlock(self, original_node, updated_node):
+        if self.scope != self.place[1]:
+            return updated_node
+        if self.inside_routed:
+            return updated_node
+        body: list[cst.BaseStatement] = []
+        for stmt, updated in zip(original_node.body, updated_node.body):
+            if self.routed(stmt):
+                self.hits += 1
+                self.report(stmt, self.label, Finding.ROUTED)
+                body.append(updated)
+                continue
+            new = self.rewrite(stmt, self.column_of(stmt))
+            if new is None:
+                body.append(updated)
+                continue
+            self.hits += 1
+            self.report(stmt, self.label, Finding.UNROUTED)
+            new[0] = new[0].with_changes(
+                leading_lines=[*stmt.leading_lines, *new[0].leading_lines]
+            )
+            body.extend(new)
+        return updated_node.with_changes(body=body)
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        scope = self.scope
+        updated_node = super().leave_FunctionDef(original_node, updated_node)
+        if scope == self.place[1] and self.hits != 1:
+            raise self.fail(
+                original_node,
+                f"{scope}: {self.hits} places of the {self.label} change, the rule knows one",
+            )
+        return updated_node
+
+
+def _assigns_attribute(block: cst.BaseSuite, owner: str, attr: str) -> bool:
+    """One of the statements of ``block`` (not of a block nested in it) assigns
+    ``owner.attr``."""
+    return any(
+        isinstance(stmt, cst.SimpleStatementLine)
+        and isinstance(stmt.body[0], cst.Assign)
+        and any(dotted(t.target) == f"{owner}.{attr}" for t in stmt.body[0].targets)
+        for stmt in getattr(block, "body", ())
+    )
+
+
+class PrefillDraftProposalRule(_OneStatementRule):
+    """The prefill server hands each request the draft proposal of every algorithm whose draft
+    state is top-k proposals (``need_topk()``: EAGLE and STANDALONE), not of ``is_eagle()``
+    alone; its hidden states only when it made some (STANDALONE makes none)."""
+
+    concerns = (concerns.STANDALONE_DISAGG,)
+    place = DISAGG_PREFILL_DRAFT
+    files = frozenset({DISAGG_PREFILL_DRAFT[0]})
+    label = LABEL_DISAGG
+
+    def routed(self, stmt):
+        return (
+            isinstance(stmt, cst.If)
+            and _assigns_attribute(stmt.body, "req", "output_topk_p")
+            and same_expression(stmt.test, f"{ALGORITHM}.need_topk() and draft_input is not None")
+        )
+
+    def rewrite(self, stmt, column):
+        if not (isinstance(stmt, cst.If) and _assigns_attribute(stmt.body, "req", "output_topk_p")):
+            return None
+        if not same_expression(stmt.test, f"{ALGORITHM}.is_eagle() and draft_input is not None"):
+            raise self.fail(stmt, f"{self.scope}: the draft proposal is handed over under an "
+                            f"unknown condition ({code_of(stmt.test)})")
+        body = list(stmt.body.body)
+        hidden = [
+            i for i, s in enumerate(body)
+            if isinstance(s, cst.SimpleStatementLine)
+            and _assigns_attribute(cst.IndentedBlock(body=[s]), "req", "hidden_states_tensor")
+        ]
+        if len(hidden) != 1 or not same_expression(
+            body[hidden[0]].body[0].value, "draft_hidden_states_cpu[i].clone()"
+        ):
+            raise self.fail(stmt, f"{self.scope}: the hidden states handed over are not "
+                            "draft_hidden_states_cpu[i].clone()")
+        body[hidden[0]] = statement(
+            "req.hidden_states_tensor = (\n"
+            "    draft_hidden_states_cpu[i].clone()\n"
+            "    if draft_hidden_states_cpu is not None\n"
+            "    else None\n"
+            ")\n",
+            column + 4,
+        ).with_changes(leading_lines=body[hidden[0]].leading_lines)
+        test = cst.parse_expression(f"{ALGORITHM}.need_topk() and draft_input is not None")
+        return [
+            stmt.with_changes(
+                test=test, body=stmt.body.with_changes(body=body), leading_lines=[]
+            )
+        ]
+
+
+ALGORITHM = "self.spec_algorithm"
+
+
+class MetadataDraftProposalRule(_OneStatementRule):
+    """``MetadataBuffers.set_buf`` copies a request's draft proposal when it has one, its
+    hidden states when it has those: the release's one ``if req.hidden_states_tensor is not
+    None:`` becomes two, the top-k copies under ``if req.output_topk_p is not None:``."""
+
+    concerns = (concerns.STANDALONE_DISAGG,)
+    place = DISAGG_METADATA_DRAFT
+    files = frozenset({DISAGG_METADATA_DRAFT[0]})
+    label = LABEL_DISAGG
+
+    def routed(self, stmt):
+        return (
+            isinstance(stmt, cst.If)
+            and same_expression(stmt.test, "req.output_topk_p is not None")
+            and stmt.orelse is None
+        )
+
+    def rewrite(self, stmt, column):
+        if not (
+            isinstance(stmt, cst.If)
+            and same_expression(stmt.test, "req.hidden_states_tensor is not None")
+            and _assigns_into(stmt.body, "self.output_topk_p")
+        ):
+            return None
+        body = list(stmt.body.body)
+        first_hidden = next(
+            (i for i, s in enumerate(body) if _mentions(s, "hidden_states_tensor")), None
+        )
+        topk, hidden = body[:first_hidden], body[first_hidden:] if first_hidden else []
+        if (
+            stmt.orelse is not None
+            or first_hidden is None
+            or not all(_mentions_proposal(s) for s in topk)
+            or not _assigns_into(cst.IndentedBlock(body=topk), "self.output_topk_index")
+            or any(_mentions_proposal(s) for s in hidden)
+        ):
+            raise self.fail(stmt, f"{self.scope}: the copies of the draft proposal and of the "
+                            "hidden states are not in the order the rule knows")
+        hidden[0] = hidden[0].with_changes(leading_lines=[])
+        proposal = stmt.with_changes(
+            leading_lines=[],
+            test=cst.parse_expression("req.output_topk_p is not None"),
+            body=stmt.body.with_changes(body=topk),
+        )
+        states = stmt.with_changes(
+            test=cst.parse_expression("req.hidden_states_tensor is not None"),
+            body=stmt.body.with_changes(body=hidden),
+            leading_lines=[],
+        )
+        return [proposal, states]
+
+
+def _mentions_proposal(stmt: cst.CSTNode) -> bool:
+    return _mentions(stmt, "output_topk_p") or _mentions(stmt, "output_topk_index")
+
+
+def _mentions(node: cst.CSTNode, name: str) -> bool:
+    return _contains(
+        node,
+        lambda n: (isinstance(n, cst.Name) and n.value == name)
+        or (isinstance(n, cst.Attribute) and n.attr.value == name),
+    )
+
+
+def _assigns_into(node: cst.CSTNode, buffer: str) -> bool:
+    """``node`` calls ``<buffer>[...].copy_(...)``."""
+
+    def predicate(n: cst.CSTNode) -> bool:
+        return (
+            isinstance(n, cst.Call)
+            and isinstance(n.func, cst.Attribute)
+            and n.func.attr.value == "copy_"
+            and isinstance(n.func.value, cst.Subscript)
+            and dotted(n.func.value.value) == buffer
+        )
+
+    return _contains(node, predicate)
+
+
+class DisaggDraftInputRule(_OneStatementRule):
+    """``SpeculativeAlgorithm.build_disagg_draft_input`` builds STANDALONE's first decode draft
+    input as EAGLE's (STANDALONE runs the EAGLE worker): the ``if self.is_eagle():`` that
+    calls ``build_eagle_disagg_draft_input`` also takes ``self.is_standalone()``."""
+
+    concerns = (concerns.STANDALONE_DISAGG,)
+    place = DISAGG_DRAFT_INPUT
+    files = frozenset({DISAGG_DRAFT_INPUT[0]})
+    label = LABEL_DISAGG
+
+    def _builds_eagle_input(self, stmt) -> bool:
+        return isinstance(stmt, cst.If) and _mentions(stmt.body, DISAGG_DRAFT_HIDDEN[1])
+
+    def routed(self, stmt):
+        return self._builds_eagle_input(stmt) and same_expression(
+            stmt.test, "self.is_eagle() or self.is_standalone()"
+        )
+
+    def rewrite(self, stmt, column):
+        if not self._builds_eagle_input(stmt):
+            return None
+        if not same_expression(stmt.test, "self.is_eagle()"):
+            raise self.fail(stmt, f"{self.scope}: EAGLE's draft input is built under an "
+                            f"unknown condition ({code_of(stmt.test)})")
+        new = stmt.with_changes(
+            test=cst.parse_expression("self.is_eagle() or self.is_standalone()"),
+            leading_lines=[],
+        )
+        return [
+            with_comment(
+                new,
+                "STANDALONE runs the EAGLE worker: its first decode drafts from the",
+                "proposal the prefill server made, as EAGLE's does.",
+            )
+        ]
+
+
+class DisaggDraftHiddenRule(_OneStatementRule):
+    """``build_eagle_disagg_draft_input`` stacks the requests' hidden states only for an
+    algorithm that carries them (``carries_draft_hidden_states()``): STANDALONE's draft input
+    has none, as after its own prefill."""
+
+    concerns = (concerns.STANDALONE_DISAGG,)
+    place = DISAGG_DRAFT_HIDDEN
+    files = frozenset({DISAGG_DRAFT_HIDDEN[0]})
+    label = LABEL_DISAGG
+    GUARD = "batch.spec_algorithm.carries_draft_hidden_states()"
+
+    def routed(self, stmt):
+        return (
+            isinstance(stmt, cst.If)
+            and same_expression(stmt.test, self.GUARD)
+            and _mentions(stmt.body, "hidden_states_tensor")
+        )
+
+    def rewrite(self, stmt, column):
+        if not (isinstance(stmt, cst.SimpleStatementLine) and _mentions(stmt, "hidden_states_tensor")):
+            return None
+        small = stmt.body[0]
+        if not (
+            len(stmt.body) == 1
+            and isinstance(small, cst.Assign)
+            and len(small.targets) == 1
+            and dotted(small.targets[0].target) == "hidden_states"
+        ):
+            raise self.fail(stmt, f"{self.scope}: the hidden states are stacked in a "
+                            "statement the rule does not know")
+        return statements(
+            "hidden_states = None\n"
+            f"if {self.GUARD}:\n"
+            f"    hidden_states = {code_of(small.value)}\n",
+            column,
+        )
+
+
+class IdleVerifyInputRule(Rule):
+    """``EagleVerifyInput`` gets the ``kv_indptr`` / ``kv_indices`` fields (``None``) the
+    attention backends read of a decode or idle batch's ``spec_info``, after its last field:
+    an idle verify batch padded under DP attention is then laid out from its own rows, as an
+    idle draft input's is."""
+
+    concerns = (concerns.IDLE_VERIFY_KV,)
+    files = frozenset({IDLE_VERIFY_INPUT[0]})
+    FIELDS = ("kv_indptr", "kv_indices")
+
+    def __init__(self, file: str):
+        super().__init__(file)
+        self.found = False
+
+    def leave_ClassDef(self, original_node, updated_node):
+        name = original_node.name.value
+        updated_node = super().leave_ClassDef(original_node, updated_node)
+        if name != IDLE_VERIFY_INPUT[1] or self._scope:
+            return updated_node
+        self.found = True
+        body = list(updated_node.body.body)
+        fields = [
+            i for i, s in enumerate(body)
+            if isinstance(s, cst.SimpleStatementLine)
+            and isinstance(s.body[0], cst.AnnAssign)
+        ]
+        names = {dotted(body[i].body[0].target) for i in fields}
+        if set(self.FIELDS) <= names:
+            self.report(original_node, LABEL_IDLE_VERIFY, Finding.ROUTED, name)
+            return updated_node
+        if names & set(self.FIELDS) or not fields:
+            raise self.fail(original_node, f"{name}: its fields are not the ones the rule knows")
+        self.report(original_node, LABEL_IDLE_VERIFY, Finding.UNROUTED, name)
+        new = statements_with_comments(
+            "\n# The attention backends read these of a decode or idle batch's spec_info.\n"
+            "# A verify input has no KV layout of its own: an idle verify batch (padded\n"
+            "# under DP attention) is laid out from its own rows, as an idle draft input's.\n"
+            + "".join(f"{field}: Optional[torch.Tensor] = None\n" for field in self.FIELDS),
+            4,
+        )
+        new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(indent=False), *new[0].leading_lines])
+        body[fields[-1] + 1 : fields[-1] + 1] = new
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+
+    def leave_Module(self, original_node, updated_node):
+        if not self.found:
+            raise self.fail(original_node, f"no class {IDLE_VERIFY_INPUT[1]}")
+        return updated_node
+
+
 RULES = (
     AuxCountBlockRule,
     AuxCountFunctionRule,
@@ -612,4 +972,9 @@ RULES = (
     SpeculatorsConfigRule,
     NormBeforeResidualRule,
     ParserImportRule,
+    PrefillDraftProposalRule,
+    MetadataDraftProposalRule,
+    DisaggDraftInputRule,
+    DisaggDraftHiddenRule,
+    IdleVerifyInputRule,
 )

@@ -274,4 +274,124 @@ equal to float32 rounding. No GPU was used.
     ),
 )
 
+PD_TEST = "test/registered/unit/speculative/test_standalone_disagg_draft_input.py"
+IDLE_VERIFY_TEST = "test/registered/unit/speculative/test_idle_verify_input.py"
+
+#: Served broken on the CPU under PD disaggregation and DP attention (patched or not), fixed
+#: after the sizing series.
+PATCHES += (
+    Patch(
+        concerns.STANDALONE_DISAGG,
+        "[Spec] Hand STANDALONE's first draft proposal from the PD prefill server to decode",
+        f"""\
+## Motivation
+
+Under PD disaggregation a STANDALONE decode server cannot decode. The prefill server's
+draft extend makes each request's first proposal (`topk_p`, `topk_index`), but:
+
+- `process_batch_result_disagg_prefill` hands it to the request only `if
+  self.spec_algorithm.is_eagle()` (EAGLE, EAGLE3, FROZEN_KV_MTP);
+- `MetadataBuffers.set_buf` copies it into the transfer buffers only when the request has
+  hidden states, which STANDALONE's draft does not make;
+- `SpeculativeAlgorithm.build_disagg_draft_input` returns `None` for STANDALONE.
+
+So the decode server's first decode batch has no `spec_info`,
+`EAGLEWorkerV2.forward_batch_generation` builds an idle `EagleDraftInput` (zero rows) for a
+batch of live requests, and the draft model runs on 0 tokens. Reproduced on the CPU (a
+prefill and a decode server, Mooncake over TCP on loopback, a one-layer Llama drafting for a
+4-layer Llama target, `--speculative-num-steps 3 --speculative-eagle-topk 1
+--speculative-num-draft-tokens 4`): the prefill server answers each request with its first
+token, and the decode server's first draft step fails in the rotary embedding (`cannot
+reshape tensor of 0 elements into shape [0, -1, 16]`). EAGLE-3 under the same two servers
+serves.
+
+## Modifications
+
+- `disaggregation/prefill.py`: the hand-off takes every algorithm whose draft state is
+  top-k proposals (`need_topk()`: EAGLE and STANDALONE, as `FutureMap` relays it), and the
+  request's hidden states only when the draft made some.
+- `disaggregation/utils.py`: `MetadataBuffers.set_buf` copies the proposal when the request
+  has one and the hidden states when it has those (one `if` becomes two).
+- `speculative/spec_info.py`: `build_disagg_draft_input` builds STANDALONE's first draft
+  input with `build_eagle_disagg_draft_input` (STANDALONE runs the EAGLE worker).
+- `speculative/eagle_disaggregation.py`: that input stacks hidden states only for an
+  algorithm that carries them (`carries_draft_hidden_states()`), so STANDALONE's has none,
+  as after its own prefill without PD (the buffer's 16-float placeholder is not passed on).
+
+The metadata buffers' layout does not change (STANDALONE keeps the 16-float hidden-state
+slot both servers already agree on).
+
+## Behaviour changes
+
+A STANDALONE decode server starts each request from the prefill server's proposal, as an
+EAGLE one does. EAGLE, EAGLE3, FROZEN_KV_MTP and non-speculative PD are unchanged.
+
+## Tests
+
+`{PD_TEST}` (CPU): the prefill server's real hand-off of two finished requests,
+the transfer buffers they are written into and read from, and the decode server's first
+draft input: for STANDALONE it holds the prefill server's proposals and no hidden states;
+for EAGLE the proposals and the hidden states, as before. Handing over EAGLE's proposal
+only, copying it only with hidden states, returning no draft input for STANDALONE, or
+stacking hidden states for every algorithm fails it. Served on the CPU with the two
+servers above, the decode server's greedy tokens equal transformers' `generate` and the
+accept length is 1.778, STANDALONE's without PD; unpatched, the decode server still fails
+as above. No GPU was used.
+""",
+    ),
+    Patch(
+        concerns.IDLE_VERIFY_KV,
+        "[Spec] Give the idle EAGLE verify input the KV layout fields attention backends read",
+        f"""\
+## Motivation
+
+Under DP attention an idle rank runs every forward of a speculative step: its draft step
+returns `EagleVerifyInput.create_idle_input(...)` (`build_eagle_verify_input`), the verify
+batch is padded to the rows the ranks agreed on (`ForwardBatch.prepare_mlp_sync_batch`), and
+the eager runner initialises the attention metadata of a padded idle batch
+(`EagerRunner._execute_idle`). A decode or idle batch's metadata reads
+`spec_info.kv_indptr`, which `EagleDraftInput` and `EagleDraftExtendInput` have (`None` for an
+idle input: "build from seq_lens") but `EagleVerifyInput` does not. With the Triton backend
+the idle rank fails at the first verify: `AttributeError: 'EagleVerifyInput' object has no
+attribute 'kv_indptr'` (`TritonAttnBackend.init_forward_metadata`), and the other rank then
+loses its peer. Reproduced on the CPU: EAGLE-3 on a Qwen3 target, `--tp 2 --dp 2
+--enable-dp-attention --attention-backend triton`, one request (one rank idle). FlashInfer
+already reads the field with `getattr(spec_info, "kv_indptr", None)` and takes a missing one
+as `None`; Triton reads it as an attribute.
+
+## Modifications
+
+`EagleVerifyInput` gets the fields `kv_indptr` and `kv_indices`, `None` by default, as the
+draft inputs have them: a verify input carries no KV layout of its own, so the backends lay a
+padded idle verify batch out from its own rows, as they do for an idle draft input.
+
+## Behaviour changes
+
+An idle rank under DP attention verifies with the Triton backend, as it does with
+FlashInfer. Nothing else reads the fields of a verify input: a target-verify batch builds
+its layout from the batch as before. Backends that take a speculative batch's layout from
+`spec_info` whenever there is one (aiter, wave, FlashInfer-MLA) are not changed here.
+
+## Tests
+
+`{IDLE_VERIFY_TEST}` (CPU): the verify input the real
+`build_eagle_verify_input` returns for an idle batch, in an idle batch padded to 2 rows,
+through the real `TritonAttnBackend.init_forward_metadata` (its KV index packing recorded,
+not run): the metadata has the padded batch's 2 rows. The class without the fields fails
+it. Served on the CPU as above, the idle rank verifies and the tokens equal transformers'
+`generate` (accept length 3.000); unpatched, the `AttributeError` above. No GPU was used;
+with CUDA graphs, where a padded idle batch replays a captured graph, it was not shown.
+
+## Not changed
+
+The idle draft inputs `_forward_dp_spec_prefill_coordination` and
+`MultiLayerEagleWorkerV2.forward_batch_generation` build without `vocab_size` get
+`draft_probs` of shape `(0, 0)` under rejection sampling, but nothing reads it by its width:
+an idle draft returns through `_draft_forward_idle`, `build_eagle_verify_input` returns the
+idle verify input before it looks at `draft_probs`, `merge_batch` replaces an idle stub's
+fields, and `pad_batch` pads rows only (run on 0.5.23's own functions; not served).
+""",
+    ),
+)
+
 assert tuple(p.concern for p in PATCHES) == concerns.AFTER_REFACTOR_ORDER

@@ -42,6 +42,23 @@ CONFIG_READ = ("utils/hf_transformers/config.py", "HfModelConfigParser.parse")
 #: (``norm_before_fc``, ``fc_norm``, ``norm_output``) 0.5.23's ``LlamaModel`` reads itself.
 DRAFTER_LAYER = ("models/llama_eagle3.py", "LlamaDecoderLayer")
 
+#: STANDALONE under PD disaggregation: where the prefill server hands each request its draft
+#: proposal (``output_topk_p`` / ``output_topk_index``, only ``is_eagle()`` in the release),
+#: where ``MetadataBuffers`` copies it (only with hidden states), where the decode server builds
+#: its first draft input from it (``None`` for STANDALONE) and where that input stacks hidden
+#: states (which STANDALONE does not make).
+DISAGG_PREFILL_DRAFT = (
+    "disaggregation/prefill.py",
+    "SchedulerDisaggregationPrefillMixin.process_batch_result_disagg_prefill",
+)
+DISAGG_METADATA_DRAFT = ("disaggregation/utils.py", "MetadataBuffers.set_buf")
+DISAGG_DRAFT_INPUT = ("speculative/spec_info.py", "SpeculativeAlgorithm.build_disagg_draft_input")
+DISAGG_DRAFT_HIDDEN = ("speculative/eagle_disaggregation.py", "build_eagle_disagg_draft_input")
+
+#: The verify input an idle rank builds (``EagleVerifyInput.create_idle_input``): a class
+#: without the ``kv_indptr`` / ``kv_indices`` the attention backends read of an idle batch.
+IDLE_VERIFY_INPUT = ("speculative/eagle_info.py", "EagleVerifyInput")
+
 #: No sizing site of 0.5.23 is rewritten (they all call upstream's helpers).
 SITES: tuple = ()
 
@@ -51,6 +68,16 @@ SITE_FILES: tuple[str, ...] = tuple(
         {f for f, _ in AUX_COUNT_BLOCKS}
         | {f for f, _ in AUX_COUNT_FUNCTIONS}
         | {TARGET_CAPTURE[0], DRAFT_DTYPE[0], CONFIG_READ[0], DRAFTER_LAYER[0]}
+        | {
+            f
+            for f, _ in (
+                DISAGG_PREFILL_DRAFT,
+                DISAGG_METADATA_DRAFT,
+                DISAGG_DRAFT_INPUT,
+                DISAGG_DRAFT_HIDDEN,
+                IDLE_VERIFY_INPUT,
+            )
+        }
     )
 )
 
@@ -75,6 +102,14 @@ TEST_CONCERNS = {
     UNIT_TESTS + "test_speculators_format.py": concerns.SPECULATORS_EAGLE3,
     UNIT_TESTS + "test_norm_variants.py": concerns.SPECULATORS_NORMS,
 }
+#: The fixes served broken under PD and DP attention: one file each, beside the folder.
+SPEC_TESTS = "test/registered/unit/speculative/"
+TEST_CONCERNS.update(
+    {
+        SPEC_TESTS + "test_standalone_disagg_draft_input.py": concerns.STANDALONE_DISAGG,
+        SPEC_TESTS + "test_idle_verify_input.py": concerns.IDLE_VERIFY_KV,
+    }
+)
 
 
 def new_modules() -> dict[str, str]:

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         cases = [case_named(n, family_cases) for n in args.case]
         if not args.case and not args.pair:
             cases = list(family_cases)
-        pairs = [pair_case(Path(folder)) for folder in args.pair]
+        pairs = [pair_case(Path(folder), family) for folder in args.pair]
         for case in pairs:
             # what the pair was shrunk to, and what is served in place of what (a dense
             # counterpart of a mixture-of-experts target, ...)

@@ -5,10 +5,9 @@ workers run with the overlap scheduler off, ``speculative_hook.py``). Each is se
 tree with ``.venv-0.5.23``'s interpreter and 0.5.23's own stand-ins
 (``standins_0_5_23/sitecustomize.py``), and from the unpatched 0.5.23 release beside it.
 
-Cases that fail on today's patched 0.5.23 tree because their patch is not written yet carry
-``known_failure`` and the error they must fail with (``known_error``): the dtype at
-``--dtype auto``, the speculators format, STANDALONE under PD (docs/release-0.5.23.md, section
-6). Any other failure is a failure.
+Every case must serve from the patched tree; ``release_error`` is the error unpatched 0.5.23
+fails with where it does (a case that fails patched would carry ``known_failure`` and its
+``known_error``). Any other failure is a failure.
 """
 
 from __future__ import annotations
@@ -47,15 +46,12 @@ DP_ENV = (
     ("SGLANG_CPU_OMP_THREADS_BIND", "0|1"),
     ("SGLANG_NCCL_SO_PATH", "/nonexistent/libnccl.so.2"),
 )
-DTYPE_PATCH_MISSING = (
-    "the 0.5.23 patch for the draft dtype at --dtype auto is not written yet (issue 29, "
-    "docs/release-0.5.23.md section 6.3): the drafter is built in bfloat16 and its fc gets "
-    "the float16 target's states, patched or not"
-)
-SPECULATORS_PATCH_MISSING = (
-    "the 0.5.23 patch for the speculators format is not written yet (docs/release-0.5.23.md "
-    "section 6.4): get_config cannot read the drafter's config, patched or not"
-)
+#: unpatched 0.5.23 under DP attention: the idle rank's padded verify batch reaches the Triton
+#: backend, which reads the idle EagleVerifyInput's kv_indptr (triton_backend.py:891)
+IDLE_VERIFY_WITHOUT_KV_INDPTR = "'EagleVerifyInput' object has no attribute 'kv_indptr'"
+#: unpatched 0.5.23, STANDALONE under PD: no draft proposal crosses, and the decode server's
+#: draft runs on 0 tokens (the CPU's rotary embedding fails first)
+DRAFT_FROM_NO_ROWS = "cannot reshape tensor of 0 elements"
 
 CASES: tuple[Case, ...] = (
     Case(
@@ -107,8 +103,6 @@ CASES: tuple[Case, ...] = (
         "Llama-3.1-8B SpecForge pair's mismatch, mirrored: no bfloat16 model serves on this "
         "CPU), v2 worker",
         flags=CHAIN,
-        known_failure=DTYPE_PATCH_MISSING,
-        known_error=DTYPE_AT_FC,
         release_error=DTYPE_AT_FC,
     ),
     Case(
@@ -116,11 +110,7 @@ CASES: tuple[Case, ...] = (
         "EAGLE-3, Qwen3 target, --tp 2 --dp 2 --enable-dp-attention, one request (rank dp1 "
         "idle), v2 worker",
         "EAGLE3", EAGLE3, CHAIN + DP_ATTENTION, batches=(ONE,), target=QWEN3, env=DP_ENV,
-        known_failure="0.5.23 pads the idle rank's verify batch under DP attention, and the "
-        "Triton backend's init_forward_metadata reads the idle EagleVerifyInput's kv_indptr, "
-        "which it does not have (triton_backend.py:891), patched or not: no 0.5.23 patch for "
-        "it yet (0.5.11 failed the same way, issue 18)",
-        known_error="'EagleVerifyInput' object has no attribute 'kv_indptr'",
+        release_error=IDLE_VERIFY_WITHOUT_KV_INDPTR,
     ),
     Case(
         "eagle3-pd-v2",
@@ -131,21 +121,27 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         "standalone-pd-v2",
-        "STANDALONE under PD disaggregation, v2 worker: the prefill server sends no draft "
-        "state, the decode server drafts from a zero-row input",
+        "STANDALONE under PD disaggregation, v2 worker (unpatched 0.5.23's prefill server "
+        "sends no draft proposal, its decode server drafts from a zero-row input)",
         "STANDALONE", DrafterSpec(kind="standalone"), CHAIN + PD_FLAGS, pd=True,
         decode_flags=RETRACTION_ON_CPU,
-        known_failure="STANDALONE under PD is broken in 0.5.23 (docs/release-0.5.23.md "
-        "section 5c); its patch (section 6.6) is not written yet",
-        known_error="cannot reshape tensor of 0 elements",
+        release_error=DRAFT_FROM_NO_ROWS,
     ),
     replace(
         SPECULATORS_4IDS,
         name="eagle3-speculators-4ids-v2",
         description=SPECULATORS_4IDS.description.replace("v1 worker", "v2 worker"),
         flags=CHAIN,
-        known_failure=SPECULATORS_PATCH_MISSING,
-        known_error=SPECULATORS_UNREAD,
+    ),
+    replace(
+        SPECULATORS_4IDS,
+        name="eagle3-speculators-3ids-v2",
+        description="EAGLE-3 drafter in the speculators format (norm_before_fc) with 3 layer "
+        "ids at the top level ([1, 3, 4]: the hidden states output_hidden_states[1, 3, 4] of "
+        "transformers, SGLang's [0, 2, 3]) on a 6-layer target, crafted so that drafts are "
+        "accepted only from those 3; v2 worker",
+        drafter=replace(SPECULATORS_4IDS.drafter, aux_layer_ids=(1, 3, 4)),
+        flags=CHAIN,
     ),
 )
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..families import AFTER_REFACTOR, BEFORE_REFACTOR, Family
 from .cases import CHAIN, V1, Case
 from .models import HIDDEN, VOCAB, DrafterSpec, TargetSpec, hidden_state_of, layer_id_of
 
@@ -90,8 +91,11 @@ def map_hidden_states(states: list[int], num_layers: int) -> tuple[int, list[int
     return tiny, [placed.get(k, 0 if k <= 0 else tiny) for k in states]
 
 
-def pair_case(folder: Path) -> Case:
+def pair_case(folder: Path, family: Family = BEFORE_REFACTOR) -> Case:
+    """The pair as a case of ``family``'s smoke: served with the v1 worker on 0.5.11 (as its
+    cases are), with 0.5.23's v2 worker (it has no other) on a 0.5.23 tree."""
     folder = Path(folder)
+    release = family.known_version
     target_path, draft_path = folder / "target" / "config.json", folder / "draft" / "config.json"
     target, draft = _read(target_path), _read(draft_path)
     target_arch = (target.get("architectures") or ["<none>"])[0]
@@ -124,7 +128,7 @@ def pair_case(folder: Path) -> Case:
     else:
         draft_arch = (draft.get("architectures") or ["<none>"])[0]
         if draft_arch not in DRAFTERS and draft_arch.endswith(OTHER_EAGLE3):
-            dense_note += (f"; the {draft_arch} drafter (not an architecture of SGLang 0.5.11) "
+            dense_note += (f"; the {draft_arch} drafter (not an architecture of SGLang {release}) "
                            "served as LlamaForCausalLMEagle3 of the same width, ids and vocabulary")
             draft_arch = "LlamaForCausalLMEagle3"
         if draft_arch not in DRAFTERS:
@@ -190,8 +194,8 @@ def pair_case(folder: Path) -> Case:
     if draft_dtype != target_dtype:
         known = (
             f"a {draft_dtype} drafter on a {target_dtype} target at --dtype auto crashes in "
-            "0.5.11 and the patch without issue 16; a bfloat16 model does not serve on this "
-            "CPU anyway (Triton's interpreter has no bfloat16 scalar)"
+            f"{release} unpatched; a bfloat16 model does not serve on this CPU anyway "
+            "(Triton's interpreter has no bfloat16 scalar)"
         )
     return Case(
         name=f"pair:{folder.name}",
@@ -202,7 +206,7 @@ def pair_case(folder: Path) -> Case:
         ),
         algorithm=algorithm,
         drafter=drafter,
-        flags=CHAIN + V1,
+        flags=CHAIN if family is AFTER_REFACTOR else CHAIN + V1,
         target=target_spec,
         dtype="auto",
         known_failure=known,
