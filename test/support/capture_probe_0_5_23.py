@@ -20,20 +20,17 @@ Prints ``PROBE-JSON {...}``: per drafter the layer ids the target asked for, and
 chunk the index ``k`` of transformers' ``hidden_states`` it equals (None: none of them) and the
 largest difference from the one the drafter's config means.
 
-What stands in: the parallel groups (one rank, no process group), ``sgl_kernel`` (SGLang's own
-CPU stub), RoPE's CPU flag (its native path).
+What stands in: ``sgl_kernel`` (SGLang's own CPU stub), and what ``cpu_forward_0_5_23.py``
+says (the parallel groups, RoPE's CPU flag).
 """
 
 import os
 
 os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported (SGLang imports it)
 
-import contextlib
 import json
 import sys
 from pathlib import Path
-from types import SimpleNamespace
-from unittest import mock
 
 from sglang.test.test_utils import maybe_stub_sgl_kernel
 
@@ -43,34 +40,19 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 from sglang.srt.configs.model_config import ModelConfig  # noqa: E402
-from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend  # noqa: E402
-from sglang.srt.layers.rotary_embedding import base as rotary_embedding_base  # noqa: E402
-from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool  # noqa: E402
-from sglang.srt.model_executor.forward_batch_info import (  # noqa: E402
-    CaptureHiddenMode,
-    ForwardBatch,
-    ForwardMode,
-)
-from sglang.srt.model_executor.forward_context import (  # noqa: E402
-    ForwardContext,
-    forward_context,
-)
+from sglang.srt.model_executor.forward_batch_info import ForwardMode  # noqa: E402
 from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (  # noqa: E402
     SpecAuxHiddenStateConfig,
     _resolve_eagle_aux_hidden_state,
 )
-from sglang.srt.model_executor.runner_utils.forward_batch import set_forward_batch  # noqa: E402
 from sglang.srt.model_loader.weight_utils import safetensors_weights_iterator  # noqa: E402
 from sglang.srt.models.llama import LlamaForCausalLM  # noqa: E402
-from sglang.srt.runtime_context import (  # noqa: E402
-    SpawnRanks,
-    create_context,
-    get_parallel,
-    use_context,
-)
+from sglang.srt.runtime_context import SpawnRanks, create_context, use_context  # noqa: E402
 from sglang.srt.server_args import ServerArgs  # noqa: E402
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 from sglang.test.test_utils import publish_build_topology  # noqa: E402
+
+from cpu_forward_0_5_23 import forward_one_sequence, one_cpu_rank  # noqa: E402
 
 HIDDEN = 64
 LAYERS = 8
@@ -132,21 +114,6 @@ DRAFTERS = {
 }
 
 
-@contextlib.contextmanager
-def one_cpu_rank():
-    group = SimpleNamespace(
-        world_size=1, rank_in_group=0, rank=0, local_rank=0, is_first_rank=True,
-        is_last_rank=True,
-    )
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(get_parallel().override(
-            tp_group=group, attn_tp_group=group, pp_group=group, tp_rank=0, tp_size=1,
-            attn_tp_rank=0, attn_tp_size=1,
-        ))
-        stack.enter_context(mock.patch.object(rotary_embedding_base, "_is_cpu", True))
-        yield
-
-
 def save_target(folder: Path) -> tuple:
     """The target saved by transformers, and its ``output_hidden_states`` on ``TOKENS``."""
     torch.manual_seed(0)
@@ -190,44 +157,10 @@ def captured(target: Path, layer_ids) -> torch.Tensor:
         model = LlamaForCausalLM(config).eval()
     model.load_weights(safetensors_weights_iterator([str(target / "model.safetensors")]))
     model.set_eagle3_layers_to_capture(layer_ids)
-    n = len(TOKENS)
-    kv_pool = MHATokenToKVPool(
-        size=64, page_size=1, dtype=torch.float32, head_num=config.num_key_value_heads,
-        head_dim=HIDDEN // config.num_attention_heads, layer_num=LAYERS, device="cpu",
-        enable_memory_saver=False,
+    output, _ = forward_one_sequence(
+        model, torch.tensor(TOKENS), ForwardMode.EXTEND, kv_heads=config.num_key_value_heads,
+        head_dim=HIDDEN // config.num_attention_heads, layers=LAYERS,
     )
-    req_pool = ReqToTokenPool(size=2, max_context_len=64, device="cpu", enable_memory_saver=False)
-    slots = torch.arange(1, n + 1)  # slot 0 is SGLang's padding slot
-    req_pool.write((1, slice(0, n)), slots.to(torch.int32))
-    runner = SimpleNamespace(device="cpu", req_to_token_pool=req_pool, token_to_kv_pool=kv_pool)
-    input_ids = torch.tensor(TOKENS)
-    batch = ForwardBatch(
-        forward_mode=ForwardMode.EXTEND,
-        batch_size=1,
-        input_ids=input_ids,
-        req_pool_indices=torch.tensor([1]),
-        seq_lens=torch.tensor([n]),
-        out_cache_loc=slots,
-        seq_lens_sum=n,
-        seq_lens_cpu=torch.tensor([n]),
-        positions=torch.arange(n),
-        extend_num_tokens=n,
-        extend_prefix_lens=torch.tensor([0]),
-        extend_seq_lens=torch.tensor([n]),
-        extend_prefix_lens_cpu=[0],
-        extend_seq_lens_cpu=[n],
-        capture_hidden_mode=CaptureHiddenMode.FULL,
-        return_logprob=False,
-    )
-    backend = TorchNativeAttnBackend(runner)
-    with (
-        one_cpu_rank(),
-        torch.no_grad(),
-        forward_context(ForwardContext(attn_backend=backend), forward_batch=batch),
-        set_forward_batch(batch),
-    ):
-        backend.init_forward_metadata(batch)
-        output = model.forward(input_ids, batch.positions, batch)
     return output.hidden_states
 
 

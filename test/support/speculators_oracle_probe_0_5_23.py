@@ -39,7 +39,6 @@ import os
 
 os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported (SGLang imports it)
 
-import contextlib
 import functools
 import importlib
 import json
@@ -61,22 +60,10 @@ from transformers import LlamaConfig  # noqa: E402
 
 import sglang  # noqa: E402
 from sglang.srt.configs import model_config_parser_registry  # noqa: E402
-from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend  # noqa: E402
-from sglang.srt.layers.rotary_embedding import base as rotary_embedding_base  # noqa: E402
-from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool  # noqa: E402
-from sglang.srt.model_executor.forward_batch_info import (  # noqa: E402
-    CaptureHiddenMode,
-    ForwardBatch,
-    ForwardMode,
-)
-from sglang.srt.model_executor.forward_context import (  # noqa: E402
-    ForwardContext,
-    forward_context,
-)
-from sglang.srt.model_executor.runner_utils.forward_batch import set_forward_batch  # noqa: E402
+from sglang.srt.model_executor.forward_batch_info import ForwardMode  # noqa: E402
 from sglang.srt.model_loader.weight_utils import safetensors_weights_iterator  # noqa: E402
-from sglang.srt.runtime_context import get_parallel  # noqa: E402
 from sglang.test.test_utils import publish_build_topology  # noqa: E402
+from cpu_forward_0_5_23 import forward_one_sequence, one_cpu_rank  # noqa: E402
 from speculators_cases import (  # noqa: E402
     REFERENCE,
     case_folder,
@@ -117,23 +104,6 @@ MUTANTS = {
         [(CONFIG, '("norm_before_residual", "norm_before_fc",', '("norm_before_fc",')],
     ),
 }
-
-
-@contextlib.contextmanager
-def one_cpu_rank():
-    """One tensor-, attention- and pipeline-parallel rank without a process group, and RoPE's
-    CPU path. Restores what it sets."""
-    group = SimpleNamespace(
-        world_size=1, rank_in_group=0, rank=0, local_rank=0, is_first_rank=True,
-        is_last_rank=True,
-    )
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(get_parallel().override(
-            tp_group=group, attn_tp_group=group, pp_group=group, tp_rank=0, tp_size=1,
-            attn_tp_rank=0, attn_tp_size=1,
-        ))
-        stack.enter_context(mock.patch.object(rotary_embedding_base, "_is_cpu", True))
-        yield
 
 
 @functools.cache
@@ -203,45 +173,11 @@ def sglang_forward(model, config, aux, input_ids, mode: ForwardMode):
     """The real LlamaForCausalLMEagle3.forward on one sequence of ``len(input_ids)`` new
     tokens (no prefix): (logits, the hidden states the next draft step reads, KV rows
     written)."""
-    n = input_ids.shape[0]
-    kv_pool = MHATokenToKVPool(
-        size=64, page_size=1, dtype=torch.float32, head_num=config.num_key_value_heads,
-        head_dim=config.head_dim, layer_num=1, device="cpu", enable_memory_saver=False,
+    # select_index None: the logits of every token (the draft-extend graph selects)
+    output, kv_pool = forward_one_sequence(
+        model, input_ids, mode, kv_heads=config.num_key_value_heads, head_dim=config.head_dim,
+        layers=1, spec_info=SimpleNamespace(hidden_states=aux, select_index=None),
     )
-    req_pool = ReqToTokenPool(size=2, max_context_len=64, device="cpu", enable_memory_saver=False)
-    slots = torch.arange(1, n + 1)  # slot 0 is SGLang's padding slot
-    req_pool.write((1, slice(0, n)), slots.to(torch.int32))
-    runner = SimpleNamespace(device="cpu", req_to_token_pool=req_pool, token_to_kv_pool=kv_pool)
-    batch = ForwardBatch(
-        forward_mode=mode,
-        batch_size=1,
-        input_ids=input_ids,
-        req_pool_indices=torch.tensor([1]),
-        seq_lens=torch.tensor([n]),
-        out_cache_loc=slots,
-        seq_lens_sum=n,
-        seq_lens_cpu=torch.tensor([n]),
-        positions=torch.arange(n),
-        extend_num_tokens=n,
-        extend_prefix_lens=torch.tensor([0]),
-        extend_seq_lens=torch.tensor([n]),
-        extend_prefix_lens_cpu=[0],
-        extend_seq_lens_cpu=[n],
-        # select_index None: the logits of every token (the draft-extend graph selects)
-        spec_info=SimpleNamespace(hidden_states=aux, select_index=None),
-        capture_hidden_mode=CaptureHiddenMode.FULL,
-        return_logprob=False,
-    )
-    backend = TorchNativeAttnBackend(runner)
-    # What ModelRunner publishes around a forward: the attention backend and the batch.
-    with (
-        one_cpu_rank(),
-        torch.no_grad(),
-        forward_context(ForwardContext(attn_backend=backend), forward_batch=batch),
-        set_forward_batch(batch),
-    ):
-        backend.init_forward_metadata(batch)
-        output = model.forward(input_ids, batch.positions, batch)
     keys = kv_pool.get_key_buffer(0)
     written = int((keys.abs().sum(dim=(1, 2)) != 0).sum())
     return output.next_token_logits, output.hidden_states, written
