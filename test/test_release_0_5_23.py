@@ -221,7 +221,19 @@ def test_each_fork_test_passes_on_the_patched_tree(patched_0_5_23, test):
     assert re.search(r"^Ran [1-9]\d* tests?", result.stderr, re.M), result.stderr[-500:]
 
 
-@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+#: CI runs the first mutant of each fork test file, every aux-count reader put back and the
+#: speculators ids off by one (issue 29's list); scripts/release_0_5_23_tables.py runs every
+#: one for the docs' table, which test_the_mutant_table_in_the_docs_lists_every_mutant_killed
+#: holds to MUTANTS
+_FIRST = {id(m) for m in {m.killed_by: m for m in reversed(MUTANTS)}.values()}
+SAMPLED_MUTANTS = [
+    m
+    for m in MUTANTS
+    if id(m) in _FIRST or m.killed_by.endswith("test_aux_layer_count.py") or "off by one" in m.name
+]
+
+
+@pytest.mark.parametrize("mutant", SAMPLED_MUTANTS, ids=lambda m: m.name)
 def test_each_mutant_is_killed_by_its_fork_test(patched_0_5_23, mutant):
     """``mutant.apply`` puts back a rule of the release's on the patched tree (its file at the
     release tag, ``HEAD~1``) or undoes a check: the named fork test must fail."""
