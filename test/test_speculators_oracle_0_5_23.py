@@ -32,6 +32,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, SUPPORT, probe_json
+from speculators_checks import assert_equals_library
+from speculators_checks import caught as caught_by
 from conftest import run_cli as run
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
@@ -120,25 +122,11 @@ def test_every_case_ran(oracle):
 
 @pytest.mark.parametrize("case", CASES)
 def test_drafter_forward_equals_the_library(oracle, case):
-    got = oracle["cases"][case]
-    assert "error" not in got, got["error"]
-    aux = int(case.split("/")[1][0])
-    assert got["fc_in_features"] == aux * HIDDEN
-    # The forward went through the attention backend: it wrote every token's K to the pool,
-    # once per mode.
-    assert got["kv_rows_written"] == [TOKENS, TOKENS]
-    # load_weights wrote every parameter (each starts as NaN).
-    assert got["unloaded"] == []
-    # The draft vocabulary maps to the target ids the library's t2d marks.
-    assert got["hot_token_ids_match"]
-    assert got["logits"] <= ATOL, got
-    assert got["carried"] <= ATOL, got
+    assert_equals_library(oracle["cases"][case], case, HIDDEN, TOKENS, ATOL)
 
 
 def caught(got: dict) -> bool:
-    if "error" in got or got["unloaded"]:
-        return True
-    return max(got["logits"], got["carried"]) > CAUGHT
+    return caught_by(got, CAUGHT)
 
 
 @pytest.mark.parametrize("mutant", list(MUTANTS))
