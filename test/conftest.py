@@ -127,6 +127,9 @@ def make_checkout(package: Path, target: Path, tag: str | None = "v0.5.11") -> P
     own.parent.mkdir(parents=True)
     own.write_text('"""A test the fork already has."""\n')
     git(target, "init", "-q")
+    # no background `gc --auto` after the commit: it would pack the objects while a test
+    # walks the checkout
+    git(target, "config", "gc.auto", "0")
     git(target, "add", "-A")
     git(target, "commit", "-q", "-m", "fork")
     if tag:
