@@ -209,6 +209,32 @@ def get_eagle_captured_layer_ids(
     return layer_ids
 '''
 
+#: With the speculators format (the ``speculators-format`` concern): ``CAPTURE_HELPERS``'
+#: refusal of an id past the target's layers names the ids the speculators config declares,
+#: in its own numbering (``speculators_eagle3_to_llama_config`` keeps them beside SGLang's).
+SPECULATORS_CAPTURE_CHECK = (
+    """        target_path = getattr(target_model_config, "model_path", None) or "<unknown>"
+        raise invalid_eagle_draft_config(
+""",
+    '''        target_path = getattr(target_model_config, "model_path", None) or "<unknown>"
+        declared = getattr(
+            draft_hf_config, "speculators_eagle_aux_hidden_state_layer_ids", None
+        )
+        if declared is not None:
+            # A speculators config counts hidden states, not layers: name its own ids.
+            raise invalid_eagle_draft_config(
+                draft_hf_config,
+                key,
+                declared,
+                f"hidden-state indices 1 to {num_layers - 1}, which a target of "
+                f"{num_layers} layers captures; index {num_layers}, after its last "
+                "layer, is not captured",
+                target_path,
+            )
+        raise invalid_eagle_draft_config(
+''',
+)
+
 _VALIDATION_HEAD = '''
 def validate_eagle_draft_config(
     speculative_algorithm: SpeculativeAlgorithm, draft_model_config, target_model_config
@@ -671,6 +697,8 @@ def speculators_eagle3_to_llama_config(config_dict: dict, path: str = "config.js
                 "is not captured)",
             )
         config.eagle_aux_hidden_state_layer_ids = [i - 1 for i in layer_ids]
+        # As declared, for the start-up check to name the file's own ids.
+        config.speculators_eagle_aux_hidden_state_layer_ids = layer_ids
     for key in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"):
         setattr(config, key, bool(config_dict.get(key, False)))
     return config

@@ -717,7 +717,8 @@ every declared id would feed the drafter the hidden state after the one it was t
   algorithm than eagle3, a decoder layer other than llama (the library's default is Qwen3),
   more than one decoder layer, layer id 0 (the embeddings, which no target captures). The
   final hidden state (id `num_hidden_layers`) is refused by the target's capture check,
-  naming the hidden state: SGLang's targets do not capture it.
+  naming the ids as the file declares them (the converter keeps them beside SGLang's):
+  SGLang's targets do not capture it.
 - `LlamaForCausalLMEagle3.load_weights` reads `layers.0.` as `midlayer.`; `d2t` and `t2d`
   are read as before.
 
@@ -748,7 +749,7 @@ and loads renamed weights into `LlamaForCausalLMEagle3`; a Llama config is read 
 `get_config` with one `PretrainedConfig.get_config_dict`, as before. `TestTargetCapture`'s
 speculators tests compare the hidden states the target hands such a drafter with
 transformers' `output_hidden_states[k]` for its ids `k`, the last layer's input included,
-and check the embeddings and the final hidden state are refused: {cpu_test_command(concerns.SPECULATORS_FORMAT)}.
+and check the embeddings and the final hidden state are refused, naming the file's ids: {cpu_test_command(concerns.SPECULATORS_FORMAT)}.
 
 ## Accuracy
 

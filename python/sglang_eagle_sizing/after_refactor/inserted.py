@@ -155,6 +155,32 @@ def validate_eagle3_draft_config(
         )
 '''
 
+#: With the speculators format (the ``speculators-eagle3`` concern, after ``draft-check``):
+#: ``EAGLE3_DRAFT_CHECK``'s refusal of an id past the target's layers names the ids the
+#: speculators config declares, in its own numbering (``speculators_eagle3_to_llama_config``
+#: keeps them beside SGLang's).
+SPECULATORS_LAYER_IDS_CHECK = (
+    """    if layer_ids is not None and max(layer_ids) > num_layers - 2:
+        raise _invalid(
+""",
+    '''    if layer_ids is not None and max(layer_ids) > num_layers - 2:
+        declared = getattr(
+            draft_hf_config, "speculators_eagle_aux_hidden_state_layer_ids", None
+        )
+        if declared is not None:
+            # A speculators config counts hidden states, not layers: name its own ids.
+            raise _invalid(
+                draft_hf_config,
+                _LAYER_IDS_KEY,
+                declared,
+                f"hidden-state indices up to {num_layers - 1}: the target has "
+                f"{num_layers} layers and index {num_layers}, after its last layer, "
+                "is not captured",
+            )
+        raise _invalid(
+''',
+)
+
 #: After ``_handle_iquest_q1_mtp_draft`` in ``arg_groups/speculative_hook.py``, and called by
 #: ``_handle_eagle_family`` after it (the ``draft-dtype`` concern).
 DRAFT_DTYPE_HOOK = "_handle_eagle_draft_dtype"

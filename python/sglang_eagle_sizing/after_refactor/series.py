@@ -199,14 +199,17 @@ refuses is read again as a dict, converted by `speculators_eagle3_to_llama_confi
 the format, else `AutoConfig`'s error is raised again. The converter maps the format onto
 `LlamaForCausalLMEagle3`'s config: the decoder layer's keys, `draft_vocab_size`,
 `target_hidden_size`, the norm flags, and the layer ids as SGLang counts them (k - 1; id 0,
-the embeddings, is refused). The weights need nothing: `layers.0.` is the name
-`LlamaForCausalLMEagle3.load_weights` already uses.
+the embeddings, is refused) beside the ids as the file declares them, which the check of
+the drafter against its target (`validate_eagle3_draft_config`) names when it refuses one.
+The weights need nothing: `layers.0.` is the name `LlamaForCausalLMEagle3.load_weights`
+already uses.
 
 ## Behaviour changes
 
 Speculators-format EAGLE-3 drafters load. A layer id of the format that the target cannot
 capture (0, the embeddings; `num_layers`, the final hidden state) is refused at start-up,
-naming the key (the second with the check of the drafter against its target). Other
+naming the key and the ids as the file declares them (the second with the check of the
+drafter against its target). Other
 configs are read as before.
 
 ## Not in this patch
@@ -221,8 +224,9 @@ drafter trained with it drafts with the raw hidden states as the residual.
 `{TESTS}test_speculators_format.py` (CPU, `get_config` and the target's capture on config
 folders): the format reads as `LlamaForCausalLMEagle3`, a Llama config is left as it is, ids
 `[1, 3, 5]` capture SGLang's `[0, 2, 4]` (the hidden states `output_hidden_states[1, 3, 5]`
-of transformers), the final hidden state and the embeddings are refused. Reading with
-`AutoConfig` alone, or taking the ids as SGLang's, fails it. No GPU was used.
+of transformers), the final hidden state and the embeddings are refused, the final one
+naming the file's ids. Reading with `AutoConfig` alone, taking the ids as SGLang's, or a
+refusal naming SGLang's ids fails it. No GPU was used.
 """,
     ),
 )

@@ -10,7 +10,12 @@ to ``sglang/srt``.
 from __future__ import annotations
 
 from .. import concerns
-from .inserted import EAGLE3_DRAFT_CHECK, EAGLE3_DRAFT_CONFIG, EAGLE3_DRAFT_CONFIG_FILE
+from .inserted import (
+    EAGLE3_DRAFT_CHECK,
+    EAGLE3_DRAFT_CONFIG,
+    EAGLE3_DRAFT_CONFIG_FILE,
+    SPECULATORS_LAYER_IDS_CHECK,
+)
 
 #: ``num_aux = getattr(<config>, "num_aux_hidden_states", None)`` and the ``if num_aux is
 #: None:`` block after it: the extend helper (the buffers' width) and the drafter's ``fc``.
@@ -82,11 +87,13 @@ SITE_FILES: tuple[str, ...] = tuple(
 )
 
 #: Modules the patch adds: ``{file relative to srt/: its parts}``, each part ``(the concern
-#: that writes it, its text)``; the first part's concern adds the module.
+#: that writes it, its text)``, appended, or ``(concern, (old, new))``, a text of an earlier
+#: part's that the concern rewrites; the first part's concern adds the module.
 NEW_MODULES = {
     EAGLE3_DRAFT_CONFIG_FILE: (
         (concerns.AUX_COUNT, EAGLE3_DRAFT_CONFIG),
         (concerns.DRAFT_CHECK, EAGLE3_DRAFT_CHECK),
+        (concerns.SPECULATORS_EAGLE3, SPECULATORS_LAYER_IDS_CHECK),
     )
 }
 
@@ -112,10 +119,26 @@ TEST_CONCERNS.update(
 )
 
 
+def _module_text(parts) -> str:
+    text = ""
+    for concern, part in parts:
+        if not concerns.enabled(concern):
+            continue
+        if isinstance(part, str):
+            text += part
+            continue
+        old, new = part
+        if text.count(old) != 1:
+            # a bug of this table, not of a tree: the text it rewrites is the tool's own
+            raise AssertionError(f"{concern}: {old!r} not found once in what it rewrites")
+        text = text.replace(old, new)
+    return text
+
+
 def new_modules() -> dict[str, str]:
     """The modules the enabled concerns add."""
     return {
-        file: "".join(text for concern, text in parts if concerns.enabled(concern))
+        file: _module_text(parts)
         for file, parts in NEW_MODULES.items()
         if concerns.enabled(parts[0][0])
     }

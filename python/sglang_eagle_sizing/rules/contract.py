@@ -16,6 +16,7 @@ from ..concerns import (
     DTYPE,
     EXTEND_WIDTH,
     ROUTING,
+    SPECULATORS_FORMAT,
     TARGET_CAPTURE,
     VALIDATION,
     enabled,
@@ -56,6 +57,10 @@ def enabled_helpers() -> str:
     pieces = dict(inserted.HELPERS_BY_CONCERN)
     if not _HAS_SPEC_HIDDEN_SIZE.get() and enabled(ROUTING):
         pieces[ROUTING] += inserted.SPEC_HIDDEN_SIZE_HELPER
+    if enabled(SPECULATORS_FORMAT):
+        pieces[TARGET_CAPTURE] = pieces[TARGET_CAPTURE].replace(
+            *inserted.SPECULATORS_CAPTURE_CHECK
+        )
     return "".join(source for concern, source in pieces.items() if enabled(concern))
 
 CLASSMETHOD_NAMES = ("hidden_size_for", "dtype_for")

@@ -228,17 +228,20 @@ class TestTargetCapture(TargetCaptureTestCase):
 
     def test_speculators_ids_the_target_cannot_capture_are_refused(self):
         """Hidden state 0 is the embeddings, hidden state L the final one: a target's
-        forward captures neither."""
-        for layer_ids, key in (
-            ([0, 4, 7], "eagle_aux_hidden_state_layer_ids=[0, 4, 7]"),
-            ([1, 4, 8], "hidden state 8 is not captured"),
+        forward captures neither. The error names the ids as the config declares them."""
+        for layer_ids, expected in (
+            ([0, 4, 7], "indices of the target's hidden states from 1"),
+            ([1, 4, 8], "index 8, after its last layer, is not captured"),
         ):
             with (
                 self.subTest(layer_ids=layer_ids),
                 self.assertRaises(ValueError) as raised,
             ):
                 self.start_target_runner(speculators_eagle3(layer_ids))
-            self.assertIn(key, str(raised.exception))
+            self.assertIn(
+                f"eagle_aux_hidden_state_layer_ids={layer_ids}", str(raised.exception)
+            )
+            self.assertIn(expected, str(raised.exception))
 
 
 if __name__ == "__main__":

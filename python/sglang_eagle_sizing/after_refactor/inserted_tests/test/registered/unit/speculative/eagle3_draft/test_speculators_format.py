@@ -5,6 +5,7 @@ from sglang.test.ci.ci_register import register_cpu_ci
 
 register_cpu_ci(est_time=20, suite="stage-a-test-cpu")
 
+import re
 import sys
 import unittest
 from pathlib import Path
@@ -61,13 +62,16 @@ class TestSpeculatorsFormat(DrafterTestCase):
             self._captured(eagle_aux_hidden_state_layer_ids=[1, 3, 5]), [0, 2, 4]
         )
 
-    def test_the_final_hidden_state_is_refused(self):
+    def test_the_final_hidden_state_is_refused_naming_the_declared_ids(self):
         # output_hidden_states[num_layers] is the last layer's output, which no layer's
         # input captures.
+        layer_ids = [1, 3, TARGET_NUM_LAYERS]
         with self.assertRaisesRegex(
-            ValueError, rf"eagle_aux_hidden_state_layer_ids.*{TARGET_NUM_LAYERS} layers"
+            ValueError,
+            rf"eagle_aux_hidden_state_layer_ids={re.escape(str(layer_ids))} .*"
+            rf"index {TARGET_NUM_LAYERS}, after its last layer, is not captured",
         ):
-            self._captured(eagle_aux_hidden_state_layer_ids=[1, 3, TARGET_NUM_LAYERS])
+            self._captured(eagle_aux_hidden_state_layer_ids=layer_ids)
 
     def test_the_embeddings_are_refused(self):
         with self.assertRaisesRegex(ValueError, r"eagle_aux_hidden_state_layer_ids=\[0, 3\]"):
