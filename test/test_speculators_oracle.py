@@ -18,26 +18,17 @@ comparison has teeth: each is caught by the cases of the variant it breaks, and 
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
-from conftest import REPO, SUPPORT, probe_json, run_python
-from speculators_checks import assert_equals_library
-from speculators_checks import caught as caught_by
-
-#: float32 on the CPU: the two forwards differ by rounding only (~1e-6 observed)
-ATOL = 1e-5
-#: a mutant is caught when a difference is this large, or loading / the forward fails
-CAUGHT = 1e-3
-TOKENS = 6
-HIDDEN = 64
-
-VARIANTS = ["default", "norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"]
-CASES = [f"{variant}/{aux}" for variant in VARIANTS for aux in (3, 4)] + [
-    "default/3 Eagle3Speculator",  # the early architecture name in config.json
-    "default/3 no aux ids",  # eagle_aux_hidden_state_layer_ids null: 3 to both
-]
+from conftest import REPO, SUPPORT, run_python
+from speculators_checks import (
+    ATOL,
+    CASES,
+    CAUGHT,
+    assert_caught_by_its_variants_only,
+    assert_equals_library,
+    side_by_side,
+)
 
 #: mutant (the probe's MUTANTS: one change to the patched source) -> the variants whose
 #: cases must catch it (None: every case); every other case must still pass
@@ -66,15 +57,7 @@ def probes(pristine_root, patched_root, libcuda_stub, tmp_path_factory):
         "patched": (patched_root, patched_args),
         "released": (pristine_root, [probe, str(work / "released"), "--prototype"]),
     }
-    with ThreadPoolExecutor(2) as pool:
-        futures = {
-            tree: pool.submit(run_python, root, libcuda_stub, args)
-            for tree, (root, args) in runs.items()
-        }
-        probes = {tree: probe_json(future.result()) for tree, future in futures.items()}
-    for tree, (root, _) in runs.items():
-        assert probes[tree]["sglang_file"].startswith(str(root))
-    return probes
+    return side_by_side(runs, lambda root, args: run_python(root, libcuda_stub, args))
 
 
 @pytest.fixture(scope="module")
@@ -88,22 +71,12 @@ def test_every_case_ran(oracle):
 
 @pytest.mark.parametrize("case", CASES)
 def test_drafter_forward_equals_the_library(oracle, case):
-    assert_equals_library(oracle["cases"][case], case, HIDDEN, TOKENS, ATOL)
-
-
-def caught(got: dict) -> bool:
-    return caught_by(got, CAUGHT)
+    assert_equals_library(oracle["cases"][case], case)
 
 
 @pytest.mark.parametrize("mutant", list(MUTANTS))
 def test_a_mutant_is_caught_by_its_variant_only(oracle, mutant):
-    variants = MUTANTS[mutant]
-    for case, result in oracle["cases"].items():
-        got = result["mutants"][mutant]
-        expected = variants is None or result["variant"] in variants
-        assert caught(got) == expected, (case, got)
-        if not expected:
-            assert max(got["logits"], got["carried"]) <= ATOL, (case, got)
+    assert_caught_by_its_variants_only(oracle["cases"], mutant, MUTANTS[mutant])
 
 
 def test_released_0_5_11_matches_the_default_variant_only(probes):

@@ -26,30 +26,23 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SUPPORT, probe_json
-from speculators_checks import assert_equals_library
-from speculators_checks import caught as caught_by
+from conftest import REPO, SUPPORT
 from conftest import run_cli as run
+from speculators_checks import (
+    ATOL,
+    CASES,
+    CAUGHT,
+    assert_caught_by_its_variants_only,
+    assert_equals_library,
+    side_by_side,
+)
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
 PYTHON_0_5_23 = REPO / ".venv-0.5.23" / "bin" / "python"
-#: float32 on the CPU, torch 2.11 (the library) against 2.14 (SGLang): rounding only (~1e-6)
-ATOL = 1e-5
-#: a mutant is caught when a difference is this large, or loading / the forward fails
-CAUGHT = 1e-3
-TOKENS = 6
-HIDDEN = 64
-
-VARIANTS = ["default", "norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"]
-CASES = [f"{variant}/{aux}" for variant in VARIANTS for aux in (3, 4)] + [
-    "default/3 Eagle3Speculator",  # the early architecture name in config.json
-    "default/3 no aux ids",  # eagle_aux_hidden_state_layer_ids null: 3 to both
-]
 
 #: mutant (the probe's MUTANTS: one change to the patched source) -> the variants whose
 #: cases must catch it; every other case must still pass
@@ -100,15 +93,7 @@ def probes(tmp_path_factory):
         "patched": (patched, patched_args),
         "released": (released, [probe, str(references), "--prototype"]),
     }
-    with ThreadPoolExecutor(2) as pool:
-        futures = {
-            tree: pool.submit(_run, PYTHON_0_5_23, args, root)
-            for tree, (root, args) in runs.items()
-        }
-        found = {tree: probe_json(future.result()) for tree, future in futures.items()}
-    for tree, (root, _) in runs.items():
-        assert found[tree]["sglang_file"].startswith(str(root))
-    return found
+    return side_by_side(runs, lambda root, args: _run(PYTHON_0_5_23, args, root))
 
 
 @pytest.fixture(scope="module")
@@ -122,22 +107,12 @@ def test_every_case_ran(oracle):
 
 @pytest.mark.parametrize("case", CASES)
 def test_drafter_forward_equals_the_library(oracle, case):
-    assert_equals_library(oracle["cases"][case], case, HIDDEN, TOKENS, ATOL)
-
-
-def caught(got: dict) -> bool:
-    return caught_by(got, CAUGHT)
+    assert_equals_library(oracle["cases"][case], case)
 
 
 @pytest.mark.parametrize("mutant", list(MUTANTS))
 def test_a_mutant_is_caught_by_its_variant_only(oracle, mutant):
-    variants = MUTANTS[mutant]
-    for case, result in oracle["cases"].items():
-        got = result["mutants"][mutant]
-        expected = result["variant"] in variants
-        assert caught(got) == expected, (case, got)
-        if not expected:
-            assert max(got["logits"], got["carried"]) <= ATOL, (case, got)
+    assert_caught_by_its_variants_only(oracle["cases"], mutant, MUTANTS[mutant])
 
 
 def test_released_0_5_23_misses_norm_before_residual_and_4_aux_layers(probes):

@@ -75,7 +75,12 @@ from sglang.srt.model_executor.forward_batch_info import (  # noqa: E402
     ForwardMode,
 )
 from sglang.srt.model_loader.weight_utils import safetensors_weights_iterator  # noqa: E402
-from speculators_cases import case_folder, chosen_cases, max_diff, mutated_module  # noqa: E402
+from speculators_cases import (  # noqa: E402
+    load_over_nan,
+    mutated_module,
+    probe_main,
+    run_case,
+)
 from speculators_reference import reference_case  # noqa: E402
 
 EAGLE3 = "sglang.srt.models.llama_eagle3"
@@ -186,13 +191,7 @@ def sglang_drafter(folder: Path, prototype: bool, mutant: str | None):
              else name, tensor)
             for name, tensor in weights
         )
-    # Every parameter starts as NaN: one load_weights does not write stays NaN (and is
-    # reported), whatever memory the allocator hands back.
-    with torch.no_grad():
-        for param in model.parameters():
-            param.fill_(float("nan"))
-    model.load_weights(weights)
-    unloaded = [n for n, p in model.named_parameters() if torch.isnan(p).any()]
+    unloaded = load_over_nan(model, weights)
     return config, model, unloaded
 
 
@@ -237,74 +236,13 @@ def sglang_forward(model, config, aux, input_ids, mode: ForwardMode):
     return output.next_token_logits, output.hidden_states, written
 
 
-def run_case(work: Path, case, prototype: bool, mutants: list[str]) -> dict:
-    name, variant, aux_count, _, _ = case
-    folder = case_folder(work, name)
-    reference = reference_case(folder, case)
-    input_ids, aux = reference["input_ids"], reference["aux"]
-    want_logits, want_carried = reference["logits"], reference["carried"]
-    result = {
-        "variant": variant,
-        "aux": aux_count,
-        "saved": sorted(json.loads((folder / "config.json").read_text())["architectures"]),
-        "reference_scale": {
-            "logits": want_logits.abs().max().item(),
-            "carried": want_carried.abs().max().item(),
-        },
-        "mutants": {},
-    }
-    for mutant in [None, *mutants]:
-        try:
-            config, model, unloaded = sglang_drafter(folder, prototype, mutant)
-            runs = {
-                mode.name: sglang_forward(model, config, aux, input_ids, mode)
-                for mode in (ForwardMode.DRAFT_EXTEND_V2, ForwardMode.EXTEND)
-            }
-        except Exception as exc:  # reported: a mutant may make loading or the forward fail
-            got = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-        else:
-            every, last = runs["DRAFT_EXTEND_V2"], runs["EXTEND"]
-            got = {
-                "logits": max(max_diff(every[0], want_logits),
-                              max_diff(last[0], want_logits[-1:])),
-                "carried": max(max_diff(every[1], want_carried),
-                               max_diff(last[1], want_carried)),
-                "kv_rows_written": [every[2], last[2]],
-                "unloaded": unloaded,
-                "fc_in_features": model.model.fc.in_features,
-                # SGLang's draft-to-target token map (from d2t) against the target ids the
-                # library's t2d marks
-                "hot_token_ids_match": torch.equal(
-                    model.get_hot_token_id(), reference["target_ids"]
-                ),
-            }
-        if mutant is None:
-            result.update(got)
-        else:
-            result["mutants"][mutant] = got
-    return result
-
-
 def main():
-    args = sys.argv[1:]
-    work = Path(args.pop(0))
-    prototype = "--prototype" in args
-    mutants = [args[i + 1] for i, arg in enumerate(args) if arg == "--mutant"]
-    if "--all-mutants" in args:
-        mutants = list(MUTANTS)
-    cases = chosen_cases([args[i + 1] for i, arg in enumerate(args) if arg == "--case"])
-    torch.set_default_dtype(torch.float32)
-    torch.set_num_threads(1)  # tiny matrices: threads only contend (2 shared cores in CI)
-    out = {
-        "sglang_file": sglang.__file__,
-        "import_seconds": round(time.time() - START, 1),
-        "mutant_descriptions": {name: MUTANTS[name][0] for name in mutants},
-        "cases": {},
-    }
-    for case in cases:
-        out["cases"][case[0]] = run_case(work, case, prototype, mutants)
-    out["seconds"] = round(time.time() - START, 1)
-    print("PROBE-JSON " + json.dumps(out))
+    run_one = functools.partial(
+        run_case, reference=reference_case, drafter=sglang_drafter, forward=sglang_forward,
+        modes=(ForwardMode.DRAFT_EXTEND_V2, ForwardMode.EXTEND),
+    )
+    header = {"sglang_file": sglang.__file__, "import_seconds": round(time.time() - START, 1)}
+    probe_main(sys.argv[1:], MUTANTS, run_one, header)
 
 
 if __name__ == "__main__":

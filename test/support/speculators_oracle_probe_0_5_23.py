@@ -44,7 +44,6 @@ import importlib
 import json
 import sys
 import time
-import traceback
 from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
@@ -66,10 +65,10 @@ from sglang.test.test_utils import publish_build_topology  # noqa: E402
 from cpu_forward_0_5_23 import forward_one_sequence, one_cpu_rank  # noqa: E402
 from speculators_cases import (  # noqa: E402
     REFERENCE,
-    case_folder,
-    chosen_cases,
-    max_diff,
+    load_over_nan,
     mutated_module,
+    probe_main,
+    run_case,
 )
 
 #: the model-config parsers get_config dispatches to, by name
@@ -159,13 +158,7 @@ def sglang_drafter(folder: Path, prototype: bool, mutant: str | None):
             config = config_module.get_config(str(folder), trust_remote_code=False)
     with one_cpu_rank():
         model = eagle3.LlamaForCausalLMEagle3(config).eval()
-    # Every parameter starts as NaN: one load_weights does not write stays NaN (and is
-    # reported), whatever memory the allocator hands back.
-    with torch.no_grad():
-        for param in model.parameters():
-            param.fill_(float("nan"))
-    model.load_weights(safetensors_weights_iterator([str(folder / "model.safetensors")]))
-    unloaded = [n for n, p in model.named_parameters() if torch.isnan(p).any()]
+    unloaded = load_over_nan(model, safetensors_weights_iterator([str(folder / "model.safetensors")]))
     return config, model, unloaded
 
 
@@ -183,83 +176,21 @@ def sglang_forward(model, config, aux, input_ids, mode: ForwardMode):
     return output.next_token_logits, output.hidden_states, written
 
 
-def run_case(work: Path, case, prototype: bool, mutants: list[str]) -> dict:
-    name, variant, aux_count, _, _ = case
-    folder = case_folder(work, name)
-    reference = torch.load(folder / REFERENCE)
-    input_ids, aux = reference["input_ids"], reference["aux"]
-    want_logits, want_carried = reference["logits"], reference["carried"]
-    result = {
-        "variant": variant,
-        "aux": aux_count,
-        "saved": sorted(json.loads((folder / "config.json").read_text())["architectures"]),
-        "reference_scale": {
-            "logits": want_logits.abs().max().item(),
-            "carried": want_carried.abs().max().item(),
-        },
-        "mutants": {},
-    }
-    for mutant in [None, *mutants]:
-        try:
-            config, model, unloaded = sglang_drafter(folder, prototype, mutant)
-            runs = {
-                mode.name: sglang_forward(model, config, aux, input_ids, mode)
-                for mode in (ForwardMode.DRAFT_EXTEND_V2, ForwardMode.EXTEND)
-            }
-        except Exception as exc:  # reported: a mutant may make loading or the forward fail
-            got = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-            if os.environ.get("PROBE_TRACEBACK"):
-                traceback.print_exc()
-        else:
-            every, last = runs["DRAFT_EXTEND_V2"], runs["EXTEND"]
-            got = {
-                "logits": max(max_diff(every[0], want_logits),
-                              max_diff(last[0], want_logits[-1:])),
-                "carried": max(max_diff(every[1], want_carried),
-                               max_diff(last[1], want_carried)),
-                "kv_rows_written": [every[2], last[2]],
-                "unloaded": unloaded,
-                "fc_in_features": model.model.fc.in_features,
-                # SGLang's draft-to-target token map (from d2t) against the target ids the
-                # library's t2d marks
-                "hot_token_ids_match": torch.equal(
-                    model.get_hot_token_id(), reference["target_ids"]
-                ),
-            }
-        if mutant is None:
-            result.update(got)
-        else:
-            result["mutants"][mutant] = got
-    return result
-
-
 def main():
-    args = sys.argv[1:]
-    work = Path(args.pop(0))
-    prototype = "--prototype" in args
-    mutants = [args[i + 1] for i, arg in enumerate(args) if arg == "--mutant"]
-    if "--all-mutants" in args:
-        mutants = list(MUTANTS)
-    unknown = sorted(set(mutants) - set(MUTANTS))
-    if unknown:
-        raise SystemExit(f"unknown mutant {unknown[0]!r}; known: {', '.join(MUTANTS)}")
-    cases = chosen_cases([args[i + 1] for i, arg in enumerate(args) if arg == "--case"])
-    torch.set_default_dtype(torch.float32)
-    torch.set_num_threads(1)  # tiny matrices: threads only contend (2 shared cores in CI)
     # What a scheduler publishes (server args on the CPU, one rank), as upstream's layer
     # tests do; the groups themselves are one_cpu_rank's.
     publish_build_topology(device="cpu", tp_size=1, pp_size=1)
-    out = {
+    run_one = functools.partial(
+        run_case, reference=lambda folder, case: torch.load(folder / REFERENCE),
+        drafter=sglang_drafter, forward=sglang_forward,
+        modes=(ForwardMode.DRAFT_EXTEND_V2, ForwardMode.EXTEND),
+    )
+    header = {
         "sglang_file": sglang.__file__,
         "torch": torch.__version__,
         "import_seconds": round(time.time() - START, 1),
-        "mutant_descriptions": {name: MUTANTS[name][0] for name in mutants},
-        "cases": {},
     }
-    for case in cases:
-        out["cases"][case[0]] = run_case(work, case, prototype, mutants)
-    out["seconds"] = round(time.time() - START, 1)
-    print("PROBE-JSON " + json.dumps(out))
+    probe_main(sys.argv[1:], MUTANTS, run_one, header)
 
 
 if __name__ == "__main__":
