@@ -193,6 +193,21 @@ def test_git_am_of_the_series_gives_the_tree_apply_writes(fork, tmp_path):
     assert git(fork, "write-tree").strip() == series_tree
 
 
+def test_the_series_of_a_patched_checkout_is_written_against_its_tag(fork, tmp_path):
+    """On a checkout already patched (and committed), the series is the release tag's: git am
+    on the tag gives the patched tree, the module the patch adds included."""
+    assert run("apply", str(fork))[0] == 0
+    git(fork, "add", "-A")
+    git(fork, "commit", "-q", "-m", "apply")
+    patched_tree = git(fork, "rev-parse", "HEAD^{tree}").strip()
+    folder = tmp_path / "series"
+    code, out, err = run("pr", "--series", str(folder), "--author", "A <a@example.com>", str(fork))
+    assert code == 0, err
+    git(fork, "checkout", "-q", "v0.5.23")
+    git(fork, "am", "--keep-non-patch", *out.split())
+    assert git(fork, "rev-parse", "HEAD^{tree}").strip() == patched_tree
+
+
 def _fork_test(fork: Path, test: str) -> subprocess.CompletedProcess:
     """``python3 <test file>`` as a fork runs it, in 0.5.23's environment."""
     assert PYTHON_0_5_23.exists(), "no .venv-0.5.23: run scripts/setup.sh"

@@ -161,7 +161,9 @@ def collect_tests(report: TreeReport) -> None:
     present and to add. A module or test file the tree has is the fork's: left as it is."""
     tree = report.tree
     for file, text in tree.family.new_modules.items():
-        if not (tree.srt / file).exists():
+        # holds, not the working tree: a checkout read at its release tag (``pr --series`` on
+        # a patched checkout) has the module only if the tag has it
+        if not tree.holds(tree.key(file)):
             report.modules_to_add[tree.key(file)] = text.encode("utf-8")
     if not tree.takes_tests:
         return
