@@ -209,8 +209,7 @@ already uses.
 Speculators-format EAGLE-3 drafters load. A layer id of the format that the target cannot
 capture (0, the embeddings; `num_layers`, the final hidden state) is refused at start-up,
 naming the key and the ids as the file declares them (the second with the check of the
-drafter against its target). Other
-configs are read as before.
+drafter against its target). Other configs are read as before.
 
 ## Not in this patch
 
