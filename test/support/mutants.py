@@ -943,6 +943,18 @@ PATH_MUTATIONS = [
             "list(layer_ids)",
         ),
     ),
+    (
+        "speculators config: a refused id named as SGLang's",
+        "speculators_eagle3_to_llama_config keeps no copy of the format's ids: the start-up "
+        "check names the converted ids (k - 1), not the ones in the file",
+        "utils/hf_transformers/config.py",
+        lambda t: _replace_in_function(
+            t,
+            "speculators_eagle3_to_llama_config",
+            "config.speculators_eagle_aux_hidden_state_layer_ids = layer_ids",
+            "pass",
+        ),
+    ),
 ]
 
 #: Mutants that are not bugs: the fork's CPU test must pass on them.

@@ -106,6 +106,11 @@ MUTANTS = (
         _edit(CONFIG, r"\[i - 1 for i in layer_ids\]", "list(layer_ids)"),
     ),
     Mutant(
+        "speculators format: a refused id named as SGLang counts it",
+        TESTS + "test_speculators_format.py",
+        _edit(CONFIG, r"config\.speculators_eagle_aux_hidden_state_layer_ids = layer_ids", "pass"),
+    ),
+    Mutant(
         "norm_before_residual: not read (0.5.23's raw residual)",
         TESTS + "test_norm_variants.py",
         _edit(EAGLE3, r"self\.norm_before_residual = bool\(", "self.norm_before_residual = False and bool("),
