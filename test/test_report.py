@@ -134,6 +134,27 @@ def test_report_refuses_ids_the_target_cannot_capture(capsys):
     assert "a target of 62 layers" in err
 
 
+def test_report_names_a_speculators_drafters_own_ids_and_folder(capsys, tmp_path):
+    """A speculators drafter whose ids reach the final hidden state (32 of a 32-layer target)
+    is refused naming its folder and its ids as its config.json declares them, not the
+    adapted copy or SGLang's k - 1."""
+    import shutil
+
+    pair = Path(__file__).parent / "data" / "llama3.1-8b-instruct__speculators-eagle3-4-aux-ids"
+    draft = tmp_path / "draft"
+    shutil.copytree(pair / "draft", draft)
+    config = json.loads((draft / "config.json").read_text())
+    config["eagle_aux_hidden_state_layer_ids"] = [2, 10, 18, 32]
+    (draft / "config.json").write_text(json.dumps(config))
+    assert main(["report", str(draft), str(pair / "target")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"error: Invalid eagle_aux_hidden_state_layer_ids=[2, 10, 18, 32] in the draft model "
+        f"config {draft} for the target model config {pair / 'target'}: expected hidden-state "
+        "indices 1 to 31"
+    ), err
+
+
 # -- what the report could not read -----------------------------------------------------
 BUNDLED = Path(__file__).resolve().parents[1] / "python/sglang_eagle_sizing/data"
 PAIR = BUNDLED / "llama3.1-8b-instruct__specforge-llama3-8b-eagle3"

@@ -273,6 +273,7 @@ def load_pair(
             if changed:
                 # Report the original folder, not the scratch copy, in SGLang's errors.
                 loaded[-1].model_path = str(folder)
+                loaded[-1].hf_config.name_or_path = str(folder)
             defaults += _defaults(folder / "config.json", config, loaded[-1])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
