@@ -26,7 +26,6 @@ from .cases import (
     QWEN3,
     SHAPES,
     SPECULATORS_4IDS,
-    SPECULATORS_UNREAD,
     Case,
 )
 from .models import DrafterSpec
