@@ -630,6 +630,10 @@ class _OneStatementRule(_ScopedRule):
     place: tuple[str, str] = ("", "")
     label = ""
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.files = frozenset({cls.place[0]})  # the one file it reads: its place's
+
     def __init__(self, file: str):
         super().__init__(file)
         self.hits = 0
@@ -713,7 +717,6 @@ class PrefillDraftProposalRule(_OneStatementRule):
 
     concerns = (concerns.STANDALONE_DISAGG,)
     place = DISAGG_PREFILL_DRAFT
-    files = frozenset({DISAGG_PREFILL_DRAFT[0]})
     label = LABEL_DISAGG
 
     def routed(self, stmt):
@@ -766,7 +769,6 @@ class MetadataDraftProposalRule(_OneStatementRule):
 
     concerns = (concerns.STANDALONE_DISAGG,)
     place = DISAGG_METADATA_DRAFT
-    files = frozenset({DISAGG_METADATA_DRAFT[0]})
     label = LABEL_DISAGG
 
     def routed(self, stmt):
@@ -845,7 +847,6 @@ class DisaggDraftInputRule(_OneStatementRule):
 
     concerns = (concerns.STANDALONE_DISAGG,)
     place = DISAGG_DRAFT_INPUT
-    files = frozenset({DISAGG_DRAFT_INPUT[0]})
     label = LABEL_DISAGG
 
     def _builds_eagle_input(self, stmt) -> bool:
@@ -882,7 +883,6 @@ class DisaggDraftHiddenRule(_OneStatementRule):
 
     concerns = (concerns.STANDALONE_DISAGG,)
     place = DISAGG_DRAFT_HIDDEN
-    files = frozenset({DISAGG_DRAFT_HIDDEN[0]})
     label = LABEL_DISAGG
     GUARD = "batch.spec_algorithm.carries_draft_hidden_states()"
 
