@@ -16,11 +16,11 @@ import torch
 
 from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
 from sglang.srt.layers.rotary_embedding import base as rotary_embedding_base
-from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool
-from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardBatch
 from sglang.srt.model_executor.forward_context import ForwardContext, forward_context
 from sglang.srt.model_executor.runner_utils.forward_batch import set_forward_batch
 from sglang.srt.runtime_context import get_parallel
+
+from one_sequence import one_sequence_batch
 
 
 @contextlib.contextmanager
@@ -43,34 +43,11 @@ def one_cpu_rank():
 def forward_one_sequence(model, input_ids, mode, *, kv_heads, head_dim, layers, spec_info=None):
     """``model.forward`` on ``input_ids``, all new tokens of one request (no prefix), with
     ``CaptureHiddenMode.FULL``: (its output, the KV pool it wrote)."""
-    n = input_ids.shape[0]
-    kv_pool = MHATokenToKVPool(
-        size=64, page_size=1, dtype=torch.float32, head_num=kv_heads, head_dim=head_dim,
-        layer_num=layers, device="cpu", enable_memory_saver=False,
+    batch, req_pool, kv_pool = one_sequence_batch(
+        input_ids, mode, kv_heads=kv_heads, head_dim=head_dim, layers=layers,
+        pools_in_batch=False, spec_info=spec_info,
     )
-    req_pool = ReqToTokenPool(size=2, max_context_len=64, device="cpu", enable_memory_saver=False)
-    slots = torch.arange(1, n + 1)  # slot 0 is SGLang's padding slot
-    req_pool.write((1, slice(0, n)), slots.to(torch.int32))
     runner = SimpleNamespace(device="cpu", req_to_token_pool=req_pool, token_to_kv_pool=kv_pool)
-    batch = ForwardBatch(
-        forward_mode=mode,
-        batch_size=1,
-        input_ids=input_ids,
-        req_pool_indices=torch.tensor([1]),
-        seq_lens=torch.tensor([n]),
-        out_cache_loc=slots,
-        seq_lens_sum=n,
-        seq_lens_cpu=torch.tensor([n]),
-        positions=torch.arange(n),
-        extend_num_tokens=n,
-        extend_prefix_lens=torch.tensor([0]),
-        extend_seq_lens=torch.tensor([n]),
-        extend_prefix_lens_cpu=[0],
-        extend_seq_lens_cpu=[n],
-        spec_info=spec_info,
-        capture_hidden_mode=CaptureHiddenMode.FULL,
-        return_logprob=False,
-    )
     backend = TorchNativeAttnBackend(runner)
     with (
         one_cpu_rank(),

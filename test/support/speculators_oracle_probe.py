@@ -68,12 +68,7 @@ from sglang.srt.distributed import parallel_state  # noqa: E402
 from sglang.srt.layers import dp_attention  # noqa: E402
 from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend  # noqa: E402
 from sglang.srt.layers.rotary_embedding import base as rotary_embedding_base  # noqa: E402
-from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool  # noqa: E402
-from sglang.srt.model_executor.forward_batch_info import (  # noqa: E402
-    CaptureHiddenMode,
-    ForwardBatch,
-    ForwardMode,
-)
+from sglang.srt.model_executor.forward_batch_info import ForwardMode  # noqa: E402
 from sglang.srt.model_loader.weight_utils import safetensors_weights_iterator  # noqa: E402
 from speculators_cases import (  # noqa: E402
     load_over_nan,
@@ -81,6 +76,7 @@ from speculators_cases import (  # noqa: E402
     probe_main,
     run_case,
 )
+from one_sequence import one_sequence_batch  # noqa: E402
 from speculators_reference import reference_case  # noqa: E402
 
 EAGLE3 = "sglang.srt.models.llama_eagle3"
@@ -199,35 +195,11 @@ def sglang_forward(model, config, aux, input_ids, mode: ForwardMode):
     """The real LlamaForCausalLMEagle3.forward on one sequence of ``len(input_ids)`` new
     tokens (no prefix): (logits, the hidden states the next draft step reads, KV rows
     written)."""
-    n = input_ids.shape[0]
-    kv_pool = MHATokenToKVPool(
-        size=64, page_size=1, dtype=torch.float32, head_num=config.num_key_value_heads,
-        head_dim=config.head_dim, layer_num=1, device="cpu", enable_memory_saver=False,
-    )
-    req_pool = ReqToTokenPool(size=2, max_context_len=64, device="cpu", enable_memory_saver=False)
-    slots = torch.arange(1, n + 1)  # slot 0 is SGLang's padding slot
-    req_pool.write((1, slice(0, n)), slots.to(torch.int32))
-    batch = ForwardBatch(
-        forward_mode=mode,
-        batch_size=1,
-        input_ids=input_ids,
-        req_pool_indices=torch.tensor([1]),
-        seq_lens=torch.tensor([n]),
-        out_cache_loc=slots,
-        seq_lens_sum=n,
-        seq_lens_cpu=torch.tensor([n]),
-        positions=torch.arange(n),
-        extend_num_tokens=n,
-        extend_prefix_lens=torch.tensor([0]),
-        extend_seq_lens=torch.tensor([n]),
-        extend_prefix_lens_cpu=[0],
-        extend_seq_lens_cpu=[n],
-        req_to_token_pool=req_pool,
-        token_to_kv_pool=kv_pool,
+    batch, _, kv_pool = one_sequence_batch(
+        input_ids, mode, kv_heads=config.num_key_value_heads, head_dim=config.head_dim,
+        layers=1, pools_in_batch=True,
         attn_backend=TorchNativeAttnBackend(SimpleNamespace(device="cpu")),
         spec_info=SimpleNamespace(hidden_states=aux),
-        capture_hidden_mode=CaptureHiddenMode.FULL,
-        return_logprob=False,
     )
     with one_cpu_rank(), torch.no_grad():
         output = model.forward(input_ids, batch.positions, batch)
