@@ -56,6 +56,15 @@ def for_release(source: str, has_spec_hidden_size: bool) -> str:
     return re.sub(r"([\w.()]+)\.spec_hidden_size\b", r"_spec_hidden_size(\1)", source)
 
 
+def rewritten(source: str, change: tuple[str, str]) -> str:
+    """``source`` (text this module inserts) with a later concern's ``(old, new)`` made; ``old``
+    must occur once: the texts are ours, so anything else is a bug of this module."""
+    old, new = change
+    if source.count(old) != 1:
+        raise AssertionError(f"{old!r} occurs {source.count(old)} times in the text it rewrites")
+    return source.replace(old, new)
+
+
 #: After ``SpeculativeAlgorithm`` in ``speculative/spec_info.py`` (the ``parser`` concern).
 PARSER_HELPERS = '''
 def invalid_eagle_draft_config(

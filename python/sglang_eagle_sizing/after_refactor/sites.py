@@ -10,6 +10,7 @@ to ``sglang/srt``.
 from __future__ import annotations
 
 from .. import concerns
+from ..inserted import rewritten
 from .inserted import (
     EAGLE3_DRAFT_CHECK,
     EAGLE3_DRAFT_CONFIG,
@@ -124,14 +125,7 @@ def _module_text(parts) -> str:
     for concern, part in parts:
         if not concerns.enabled(concern):
             continue
-        if isinstance(part, str):
-            text += part
-            continue
-        old, new = part
-        if text.count(old) != 1:
-            # a bug of this table, not of a tree: the text it rewrites is the tool's own
-            raise AssertionError(f"{concern}: {old!r} not found once in what it rewrites")
-        text = text.replace(old, new)
+        text = text + part if isinstance(part, str) else rewritten(text, part)
     return text
 
 

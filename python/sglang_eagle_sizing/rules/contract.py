@@ -58,8 +58,8 @@ def enabled_helpers() -> str:
     if not _HAS_SPEC_HIDDEN_SIZE.get() and enabled(ROUTING):
         pieces[ROUTING] += inserted.SPEC_HIDDEN_SIZE_HELPER
     if enabled(SPECULATORS_FORMAT):
-        pieces[TARGET_CAPTURE] = pieces[TARGET_CAPTURE].replace(
-            *inserted.SPECULATORS_CAPTURE_CHECK
+        pieces[TARGET_CAPTURE] = inserted.rewritten(
+            pieces[TARGET_CAPTURE], inserted.SPECULATORS_CAPTURE_CHECK
         )
     return "".join(source for concern, source in pieces.items() if enabled(concern))
 
