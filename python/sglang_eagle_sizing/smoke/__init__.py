@@ -150,6 +150,11 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None,
         if release is not None and case.expect == "serve":
             entry["release"] = serve_case(release, "release", case, built, workdir, cache,
                                           family=family).__dict__
+        if case.compare_capture:
+            from .capture import meant_states
+
+            # what the drafter's ids mean by its format's owner, beside what each tree captured
+            entry["meant"] = meant_states(case.drafter, case.target)
         problems = entry["problems"]
         if case.expect == "refuse":
             if spec.status != "refused" or case.message not in spec.error:

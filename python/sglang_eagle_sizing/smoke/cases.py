@@ -99,6 +99,9 @@ class Case:
     #: what the unpatched release's run (0.5.11, or 0.5.23 for its cases) must fail with ("":
     #: any error; None: it may serve, and must then give the same accept length)
     release_error: str | None = None
+    #: whether the target's captured aux hidden states are compared with transformers'
+    #: ``output_hidden_states`` of the same weights (``capture.py``; reported, not judged)
+    compare_capture: bool = False
 
     def server_args(self, target_dir, drafter_dir) -> list[str]:
         """``drafter_dir`` is the target's own folder when the case has no drafter (MTP)."""
@@ -460,6 +463,11 @@ CASES += (
         known_error="timed out",
     ),
 )
+
+#: served through the target's own class: Qwen3-MoE, DeepSeek-V3, GPT-OSS, Gemma-3 (class_cases.py)
+from .class_cases import class_cases  # it builds on the names above
+
+CASES += class_cases("v1")
 
 #: the subset CI runs (one server per case and tree: keep it small); the DP-attention cases
 #: run from the patched tree only (test/test_smoke.py)

@@ -28,6 +28,7 @@ from .cases import (
     SPECULATORS_4IDS,
     Case,
 )
+from .class_cases import class_cases
 from .models import DrafterSpec
 
 #: 0.5.23 ignores top-level ids in the target's capture and captures its default layers
@@ -143,6 +144,9 @@ CASES: tuple[Case, ...] = (
         flags=CHAIN,
     ),
 )
+
+#: served through the target's own class: Qwen3-MoE, DeepSeek-V3, GPT-OSS, Gemma-3
+CASES += class_cases("v2")
 
 #: what CI serves of 0.5.23 (test/test_smoke_0_5_23.py): one case, from the patched tree only
 CI_CASES = ("eagle3-v2",)

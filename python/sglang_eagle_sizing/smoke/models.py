@@ -43,7 +43,7 @@ batch's last verify); with any chunk from another layer almost none is (accept l
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -103,12 +103,23 @@ class TargetSpec:
 
     @property
     def model_type(self) -> str:
+        from .classes import MODEL_TYPES
+
         return {
             "LlamaForCausalLM": "llama",
             "Qwen2ForCausalLM": "qwen2",
             "Qwen3ForCausalLM": "qwen3",
             STEP3P5: "step3p5",
+            **MODEL_TYPES,
         }[self.architecture]
+
+    @property
+    def own_class(self) -> bool:
+        """A class with its own capture rule or architecture (``classes.py``), built by
+        transformers."""
+        from .classes import MODEL_TYPES
+
+        return self.architecture in MODEL_TYPES
 
     @property
     def config_only(self) -> bool:
@@ -367,6 +378,12 @@ def build_target(spec: TargetSpec, folder: Path) -> Path:
         write_tokenizer(folder, VOCAB)
         (folder / "config.json").write_text(json.dumps(step3p5_config(spec), indent=2) + "\n")
         return folder
+    if spec.own_class:
+        from .classes import build_class_target
+
+        if spec.craft != "shift":
+            raise ValueError(f"{spec.architecture}: only the shift craft")
+        return build_class_target(spec, folder)
     if spec.craft == "layers":
         return _save(folder, target_config(spec), layered_target_tensors(spec))
     return _save(folder, target_config(spec), target_tensors(spec))
@@ -681,6 +698,15 @@ def save_speculators_drafter(
 
 
 def build_drafter(spec: DrafterSpec, target: TargetSpec, folder: Path) -> Path:
+    if target.own_class:
+        # a Llama drafter: its config and shift-craft weights as for a Llama target of the
+        # same width, heads and embedding (the verifier named in a speculators config stays
+        # the target's class)
+        verifier = target
+        target = replace(target, architecture="LlamaForCausalLM")
+        if spec.format == "speculators":
+            folder.mkdir(parents=True, exist_ok=True)
+            return save_speculators_drafter(spec, verifier, drafter_tensors(spec, target), folder)
     if spec.craft == "layers":
         if spec.kind != "eagle3":
             raise ValueError("the layers craft builds EAGLE-3 drafters only")

@@ -29,6 +29,8 @@ from .server import (
     standins_for,
 )
 
+#: the folder the stand-ins' recorder saves captured aux hidden states to
+AUX_ENV = "SGLANG_EAGLE_SIZING_SMOKE_AUX"
 START_TIMEOUT = 420.0
 REQUEST_TIMEOUT = 900.0
 REFUSE_TIMEOUT = 300.0
@@ -98,6 +100,9 @@ class Run:
     error: str = ""
     log_tail: str = ""
     log: str = ""
+    #: what the target captured, as transformers' hidden states (``capture.captured_states``;
+    #: empty unless the case compares it)
+    capture: dict = field(default_factory=dict)
 
 
 def _accept_length(replies: list[dict]) -> float | None:
@@ -176,6 +181,11 @@ def serve_case(
     folder.mkdir(parents=True)
     sites_file = folder / "sites.jsonl"
     args, env = server_command(case, target_dir, drafter_dir, speculative)
+    aux_dir = folder / "aux"
+    compare = speculative and case.compare_capture and not case.pd
+    if compare:
+        aux_dir.mkdir()
+        env = {**env, AUX_ENV: str(aux_dir)}
     stub = libcuda_stub(cache)
     start = time.monotonic()
     if speculative and case.pd:
@@ -206,6 +216,12 @@ def serve_case(
         server.wait_ready(START_TIMEOUT)
         progress(f"{name} on {tree_label}: ready after {time.monotonic() - start:.0f} s")
         _send_batches(run, case, speculative, server.generate)
+        if compare:
+            from .capture import captured_states
+
+            run.capture = captured_states(
+                aux_dir, target_dir, case.batches[0].prompts, case.target.hidden_size
+            )
     except ServerError as exc:
         server.stop()  # its log is complete
         _crashed(run, exc, server.log_tail(), server.log_tail(10**6))

@@ -5,7 +5,12 @@ need not hold this package; it imports nothing of it):
 - ``install``: the import hook that runs a stand-in on a module right after SGLang imports it;
 - ``record`` / ``recorded_function``: the call recorder. In a server process each call of a
   wrapped function is written once per calling line (function, file under ``sglang/srt/``,
-  line, scope, pid) as a JSON line to the file ``$SGLANG_EAGLE_SIZING_SMOKE_SITES`` names.
+  line, scope, pid) as a JSON line to the file ``$SGLANG_EAGLE_SIZING_SMOKE_SITES`` names;
+- ``record_aux_hidden_states``: the aux hidden states a target hands its EAGLE-3 drafter. With
+  ``$SGLANG_EAGLE_SIZING_SMOKE_AUX`` naming a folder, the first ``AUX_RECORDS`` calls of
+  ``LogitsProcessor.forward`` in ``EXTEND`` mode (a target's prefill) that carry aux hidden
+  states save the tokens, their positions and the captured states (``torch.save``), for
+  ``smoke`` to compare with transformers' ``output_hidden_states``. It changes no result.
 """
 
 import functools
@@ -17,6 +22,9 @@ import sys
 import threading
 
 SITES_ENV = "SGLANG_EAGLE_SIZING_SMOKE_SITES"
+AUX_ENV = "SGLANG_EAGLE_SIZING_SMOKE_AUX"
+#: prefills recorded per process (the first batch's is the one compared)
+AUX_RECORDS = 2
 
 _seen: set = set()
 _lock = threading.Lock()
@@ -57,6 +65,42 @@ def recorded_function(name: str, function):
         return function(*args, **kwargs)
 
     return wrapper
+
+
+def record_aux_hidden_states(module) -> None:
+    """Wrap ``module.LogitsProcessor.forward`` (``sglang.srt.layers.logits_processor``, both
+    families: ``forward(input_ids, hidden_states, lm_head, logits_metadata,
+    aux_hidden_states=None, ...)``) to save what a target's prefill captured."""
+    folder = os.environ.get(AUX_ENV)
+    if not folder:
+        return
+    forward = module.LogitsProcessor.forward
+    count = [0]
+
+    @functools.wraps(forward)
+    def wrapper(self, input_ids, hidden_states, lm_head, logits_metadata, *args, **kwargs):
+        aux = args[0] if args else kwargs.get("aux_hidden_states")
+        mode = getattr(getattr(logits_metadata, "forward_mode", None), "name", "")
+        positions = getattr(logits_metadata, "positions", None)
+        if aux is not None and mode == "EXTEND" and positions is not None:
+            with _lock:
+                count[0] += 1
+                n = count[0]
+            if n <= AUX_RECORDS:
+                import torch
+
+                chunks = list(aux) if isinstance(aux, (list, tuple)) else [aux]
+                torch.save(
+                    {
+                        "input_ids": input_ids.detach().cpu(),
+                        "positions": positions.detach().cpu(),
+                        "aux": [c.detach().float().cpu() for c in chunks],
+                    },
+                    os.path.join(folder, f"aux-{os.getpid()}-{n}.pt"),
+                )
+        return forward(self, input_ids, hidden_states, lm_head, logits_metadata, *args, **kwargs)
+
+    module.LogitsProcessor.forward = wrapper
 
 
 # -- the import hook ----------------------------------------------------------------------

@@ -364,6 +364,8 @@ AFTER_IMPORT = {
     "sglang.srt.speculative.spec_info": _patch_recorded_helpers,
     "sglang.srt.speculative.eagle_worker_v2": _patch_record_stream,
     "sglang.srt.speculative.multi_layer_eagle_worker_v2": _patch_multi_layer_eagle_worker_v2,
+    # the recorder of the aux hidden states a target captured (no stand-in)
+    "sglang.srt.layers.logits_processor": _hooks.record_aux_hidden_states,
 }
 
 

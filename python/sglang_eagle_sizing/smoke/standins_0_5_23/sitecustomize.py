@@ -145,6 +145,8 @@ AFTER_IMPORT = {
     "sglang.srt.speculative.eagle3_draft_config": _patch_recorded,
     "sglang.srt.disaggregation.mooncake.conn": _patch_mooncake_conn,
     "sglang.srt.layers.attention.triton_backend": _patch_triton_backend,
+    # the recorder of the aux hidden states a target captured (no stand-in)
+    "sglang.srt.layers.logits_processor": _hooks.record_aux_hidden_states,
 }
 
 

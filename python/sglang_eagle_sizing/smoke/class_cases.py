@@ -1,0 +1,77 @@
+"""Smoke cases served through the target's own class (issue 35, part 4).
+
+One tiny target per class whose capture rule or architecture is not Llama's (``classes.py``:
+built by transformers, layers random, the embedding and head of the ``shift`` craft), each
+with two EAGLE-3 drafters: a SpecForge-style ``LlamaForCausalLMEagle3`` (ids in
+``eagle_config``, SGLang's convention) and one in the speculators format (ids at the top level,
+``output_hidden_states`` indices, written by the ``speculators`` library). The served tokens
+must equal the run without speculation and transformers' ``generate``; the aux hidden states
+the target captured are matched with transformers' ``output_hidden_states`` (``capture.py``)
+and reported beside what the drafter's ids mean, on the patched tree and the unpatched release.
+
+- ``qwen3-moe``: ``Qwen3MoeForCausalLM`` (4 experts, 2 per token, every layer sparse), whose
+  ``set_eagle3_layers_to_capture`` delegates to its inner model (``val + 1``); 4 layers, ids
+  ``[0, 1, 2]`` / speculators ``[1, 2, 3]``: hidden states 1, 2, 3 both;
+- ``deepseek-v3``: ``DeepseekV3ForCausalLM`` (MLA, layer 0 dense, then 4 routed experts and a
+  shared one), rule ``+ 1`` only if the first id is 1; 6 layers, ids ``[1, 2, 4]`` (hidden
+  states 2, 3, 5 by either reading) / speculators ``[3, 4, 5]`` (the shape of the real
+  ``[3, 31, 59]``: converted to SGLang's ``[2, 3, 4]``, whose first id is not 1);
+- ``gpt-oss``: ``GptOssForCausalLM`` unquantized (4 experts, sliding and full attention
+  alternating, attention sinks), rule: ids as given when the largest is ``num_hidden_layers``;
+  4 layers, ids ``[1, 2, 4]`` ending at the final boundary / speculators ``[1, 2, 3]``;
+- ``gemma3``: ``Gemma3ForCausalLM`` (text only), 4 layers, ids ``[0, 1, 2]`` / speculators
+  ``[1, 2, 3]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .cases import CHAIN, LONG, V1, Case
+from .models import DrafterSpec, TargetSpec
+
+#: short name -> (architecture, layers, SpecForge-style ids, speculators ids)
+CLASSES = {
+    "qwen3-moe": ("Qwen3MoeForCausalLM", 4, (0, 1, 2), (1, 2, 3)),
+    "deepseek-v3": ("DeepseekV3ForCausalLM", 6, (1, 2, 4), (3, 4, 5)),
+    "gpt-oss": ("GptOssForCausalLM", 4, (1, 2, 4), (1, 2, 3)),
+    "gemma3": ("Gemma3ForCausalLM", 4, (0, 1, 2), (1, 2, 3)),
+}
+#: classes SGLang 0.5.11 has too (every one above: 0.5.11 ships qwen3_moe.py, deepseek_v2.py,
+#: gpt_oss.py and gemma3_causal.py)
+STYLES = ("specforge", "speculators")
+
+
+def class_case(short: str, style: str, worker: str) -> Case:
+    """The case of class ``short`` (``CLASSES``) with a drafter of ``style`` (``STYLES``),
+    served with the ``v1`` (0.5.11's ``--disable-overlap-schedule``) or ``v2`` worker."""
+    architecture, layers, sglang_ids, speculators_ids = CLASSES[short]
+    target = TargetSpec(architecture=architecture, num_layers=layers)
+    if style == "specforge":
+        drafter = DrafterSpec(kind="eagle3", aux_layer_ids=sglang_ids)
+        what = f"SpecForge-style LlamaForCausalLMEagle3, eagle_config ids {list(sglang_ids)}"
+    else:
+        drafter = DrafterSpec(
+            kind="eagle3", aux_layer_ids=speculators_ids, ids_at="top", format="speculators"
+        )
+        what = f"speculators-format drafter, ids {list(speculators_ids)}"
+    return Case(
+        f"{short}-eagle3-{style}-{worker}",
+        f"EAGLE-3 on a tiny {architecture} target ({layers} layers, served through its own "
+        f"class), {what}; {worker} worker",
+        "EAGLE3",
+        drafter,
+        CHAIN + (V1 if worker == "v1" else ()),
+        batches=(LONG,),
+        target=target,
+        release_error=None,
+        compare_capture=True,
+    )
+
+
+def class_cases(worker: str) -> tuple[Case, ...]:
+    return tuple(class_case(short, style, worker) for short in CLASSES for style in STYLES)
+
+
+def with_release_error(case: Case, error: str) -> Case:
+    return replace(case, release_error=error)
