@@ -1,0 +1,334 @@
+"""What every model class of one SGLang tree captures for EAGLE-3, by calling its own
+``set_eagle3_layers_to_capture`` the way the tree's model runner does. Run by
+``scripts/capture_rules_table.py`` in the tree's environment with the tree first on
+``sys.path``; imports nothing of this package but ``capture_standin.py``, by path.
+
+    python capture_rules_probe.py CASES_JSON [MODEL_FILE ...]
+
+``CASES_JSON``: ``{"num_layers": L, "target": DIR, "cases": {name: {"draft": DIR,
+"declared": ids}}}``. Per case the tree's own code turns the drafter's config into what the
+runner hands the model (0.5.23: ``resolve_spec_aux_hidden_state_config``, then
+``configure_aux_hidden_state_capture`` with every parameter taken from that struct's field of
+the same name; 0.5.9-0.5.11: ``ModelRunner``'s own EAGLE-3 block of its ``__init__``, then
+its ``init_aux_hidden_state_capture``), called on a stand-in of each class
+(``capture_standin.build``). Prints ``CAPTURE-RULES {...}``.
+"""
+
+import ast
+import importlib
+import importlib.util
+import inspect
+import json
+import logging
+import os
+import sys
+import textwrap
+import types
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+MARK = "CAPTURE-RULES "
+HERE = Path(__file__).resolve().parent
+
+
+def _standin_module():
+    spec = importlib.util.spec_from_file_location(
+        "capture_standin", HERE / "capture_standin.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["capture_standin"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+standin = _standin_module()
+
+
+def model_files(models_dir: Path) -> list[str]:
+    """The model files that define ``set_eagle3_layers_to_capture``, by parsing each."""
+    found = []
+    for path in sorted(models_dir.glob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        if any(
+            isinstance(n, ast.FunctionDef) and n.name == standin.METHOD
+            for n in ast.walk(tree)
+        ):
+            found.append(path.stem)
+    return found
+
+
+def _classes_in_source(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        n.name
+        for n in tree.body
+        if isinstance(n, ast.ClassDef)
+        and any(
+            isinstance(f, ast.FunctionDef) and f.name == standin.METHOD for f in n.body
+        )
+    ]
+
+
+# -- what the runner hands the model, per family -------------------------------------------
+def _server_args(target: str, draft: str):
+    from sglang.srt.server_args import ServerArgs
+
+    return ServerArgs(
+        model_path=target,
+        device="cpu",
+        speculative_algorithm="EAGLE3",
+        speculative_draft_model_path=draft,
+        skip_tokenizer_init=True,
+    )
+
+
+def configure_call(struct):
+    """(call on a model, what it passes): 0.5.23's ``configure_aux_hidden_state_capture``
+    with every parameter but ``model`` taken from ``struct``'s field of the same name (the
+    ``SpecAuxHiddenStateConfig`` the runner resolved)."""
+    from sglang.srt.model_executor.model_runner_components.attention_backend_setup import (
+        configure_aux_hidden_state_capture,
+    )
+
+    parameters = inspect.signature(configure_aux_hidden_state_capture).parameters
+    kwargs = {name: getattr(struct, name) for name in parameters if name != "model"}
+
+    def call(model):
+        configure_aux_hidden_state_capture(model=model, **kwargs)
+
+    return call, {k: v for k, v in kwargs.items() if k.startswith("eagle")}
+
+
+def resolve_struct(server_args, model_config):
+    """The ``SpecAuxHiddenStateConfig`` a 0.5.23 target runner resolves (in the tree's
+    context)."""
+    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
+        resolve_spec_aux_hidden_state_config,
+    )
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    return resolve_spec_aux_hidden_state_config(
+        server_args=server_args,
+        model_config=model_config,
+        spec_algorithm=SpeculativeAlgorithm.from_string("EAGLE3"),
+        is_draft_worker=False,
+    )
+
+
+def resolver_0_5_23(target: str, draft: str):
+    """(call on a model, what the runner passes) for a 0.5.23-family tree."""
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.runtime_context import SpawnRanks, create_context, use_context
+
+    server_args = _server_args(target, draft)
+    context = create_context(server_args, role="capture-rules", ranks=SpawnRanks(world_rank=0))
+    with use_context(context):
+        struct = resolve_struct(server_args, ModelConfig.from_server_args(server_args))
+    return configure_call(struct)
+
+
+def capture_of(model_class, hf_config, call) -> dict:
+    """What ``call`` (the runner's) makes a stand-in of ``model_class`` holding ``hf_config``
+    capture: ``captured_hidden_states`` (indices into output_hidden_states), where it was set
+    and whether the class's forward captures the final boundary."""
+    obj = standin.build(model_class, hf_config)
+    got = standin.capture(obj, call)
+    holder = got.pop("holder")
+    return {
+        "captured_hidden_states": got["captured"],
+        "target_class": model_class.__name__,
+        "set_on": f"{got['on']} ({got['holder_class']})",
+        "final_boundary": standin.final_boundary(type(holder)),
+    }
+
+
+def _runner_eagle3_block(runner_cls):
+    """The ``if`` of ``ModelRunner`` that sets ``self.eagle_aux_hidden_state_layer_ids``
+    (outermost), compiled, with the method it is in."""
+    for name, function in vars(runner_cls).items():
+        if not inspect.isfunction(function):
+            continue
+        source = textwrap.dedent(inspect.getsource(function))
+        if "eagle_aux_hidden_state_layer_ids" not in source:
+            continue
+        tree = ast.parse(source).body[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and any(
+                isinstance(t, ast.Attribute)
+                and t.attr == "eagle_aux_hidden_state_layer_ids"
+                for sub in ast.walk(node)
+                if isinstance(sub, ast.Assign)
+                for t in sub.targets
+            ):
+                module = ast.Module(body=[node], type_ignores=[])
+                return compile(module, f"<ModelRunner.{name}>", "exec"), function
+    raise LookupError("ModelRunner sets no eagle_aux_hidden_state_layer_ids")
+
+
+def resolver_0_5_11(target: str, draft: str):
+    """(call on a model, what the runner passes) for a 0.5.9-0.5.11 tree: its
+    ``ModelRunner``'s own EAGLE-3 block run on a stand-in runner."""
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.model_executor.model_runner import ModelRunner
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    server_args = _server_args(target, draft)
+    runner = SimpleNamespace(
+        spec_algorithm=SpeculativeAlgorithm.from_string("EAGLE3"),
+        is_draft_worker=False,
+        eagle_use_aux_hidden_state=False,
+        eagle_aux_hidden_state_layer_ids=None,
+        dflash_use_aux_hidden_state=False,
+        model_config=ModelConfig.from_server_args(server_args),
+    )
+    runner._build_model_config = types.MethodType(
+        ModelRunner._build_model_config, runner
+    )
+    code, function = _runner_eagle3_block(ModelRunner)
+    namespace = {"self": runner, "server_args": server_args}
+    exec(code, dict(function.__globals__), namespace)  # noqa: S102
+    passed = {
+        "eagle_use_aux_hidden_state": runner.eagle_use_aux_hidden_state,
+        "eagle_aux_hidden_state_layer_ids": runner.eagle_aux_hidden_state_layer_ids,
+    }
+
+    def call(model):
+        runner.model = model
+        ModelRunner.init_aux_hidden_state_capture(runner)
+
+    return call, passed
+
+
+def resolver(target: str, draft: str):
+    try:
+        importlib.import_module(
+            "sglang.srt.model_executor.model_runner_components.attention_backend_setup"
+        )
+    except ImportError:
+        return resolver_0_5_11(target, draft)
+    return resolver_0_5_23(target, draft)
+
+
+# -- the classes -----------------------------------------------------------------------------
+def stand_in_config(num_layers: int, architecture: str):
+    text = SimpleNamespace(num_hidden_layers=num_layers, architectures=[architecture])
+    return SimpleNamespace(
+        num_hidden_layers=num_layers, text_config=text, architectures=[architecture]
+    )
+
+
+def class_rows(file: str, calls: dict, num_layers: int) -> list[dict]:
+    import sglang
+
+    path = Path(sglang.__file__).parent / "srt" / "models" / f"{file}.py"
+    try:
+        module = importlib.import_module(f"sglang.srt.models.{file}")
+    except Exception as exc:  # noqa: BLE001
+        # an import the CPU build cannot do: every class of the file unknown
+        reason = f"import sglang.srt.models.{file}: {standin.one_line(exc)}"
+        return [
+            {"file": file, "class": name, "unknown": reason}
+            for name in _classes_in_source(path)
+        ]
+    entry = getattr(module, "EntryClass", [])
+    entry = set(entry if isinstance(entry, (list, tuple)) else [entry])
+    rows = []
+    for name, cls in vars(module).items():
+        if not (
+            inspect.isclass(cls)
+            and cls.__module__ == module.__name__
+            and cls.__name__ == name  # not an alias (EntryClass = X)
+            and hasattr(cls, standin.METHOD)
+        ):
+            continue
+        row = {
+            "file": file,
+            "class": name,
+            "registered": cls in entry,
+            "unknown": None,
+            "cells": {},
+        }
+        owner, _ = standin._defining(cls, standin.METHOD)
+        row["method_of"] = f"{owner.__module__.rsplit('.', 1)[-1]}.{owner.__name__}"
+        holder_cls = None
+        for case, call in calls.items():
+            if isinstance(call, str):
+                row["cells"][case] = {"refused": call}
+                continue
+            try:
+                obj = standin.build(cls, stand_in_config(num_layers, name))
+            except Exception as exc:  # noqa: BLE001  any failure is the row's reason
+                row["unknown"] = f"stand-in: {standin.one_line(exc)}"
+                break
+            try:
+                got = standin.capture(obj, call)
+            except Exception as exc:  # noqa: BLE001  what the class's method raised
+                row["cells"][case] = {"raises": standin.one_line(exc)}
+                continue
+            holder_cls = type(got.pop("holder"))
+            row["cells"][case] = got
+        if row["unknown"] is None and holder_cls is None:
+            first = next(iter(row["cells"].values()), {})
+            row["unknown"] = (
+                first.get("raises") or first.get("refused") or "no case ran"
+            )
+            unresolved = standin.inner_classes(cls)
+            named = {a: e for a, (k, e) in unresolved.items() if k is None}
+            if named:
+                row["unknown"] += "; not built: " + ", ".join(
+                    f"self.{a} = {e}(...) (a class chosen at run time)"
+                    for a, e in named.items()
+                )
+        row["final_boundary"] = (
+            None if holder_cls is None else standin.final_boundary(holder_cls)
+        )
+        rows.append(row)
+    return rows
+
+
+def probe(cases_path: str, only: list[str]) -> dict:
+    import sglang
+
+    spec = json.loads(Path(cases_path).read_text())
+    calls, passed = {}, {}
+    for case, entry in spec["cases"].items():
+        try:
+            calls[case], passed[case] = resolver(spec["target"], entry["draft"])
+        except Exception as exc:  # noqa: BLE001
+            # a drafter the tree refuses (or cannot read)
+            calls[case] = passed[case] = f"{standin.one_line(exc)}"
+    files = model_files(Path(sglang.__file__).parent / "srt" / "models")
+    rows = []
+    for file in files:
+        if only and file not in only:
+            continue
+        rows.extend(class_rows(file, calls, spec["num_layers"]))
+    return {
+        "version": getattr(sglang, "__version__", None),
+        "root": str(Path(sglang.__file__).parent),
+        "files": files,
+        "passed": passed,
+        "rows": rows,
+    }
+
+
+def main() -> None:
+    logging.disable(logging.WARNING)
+    warnings.filterwarnings("ignore")
+    with open(
+        os.devnull, "w"
+    ) as quiet:  # SGLang logs to stdout: keep it for the JSON line
+        stdout, sys.stdout = sys.stdout, quiet
+        try:
+            result = probe(sys.argv[1], sys.argv[2:])
+        finally:
+            sys.stdout = stdout
+    print(MARK + json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
