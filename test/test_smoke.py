@@ -45,6 +45,7 @@ Slow (several server start-ups; interpreted Triton attention): the full matrix r
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -342,18 +343,18 @@ def test_unknown_case_is_an_error():
     assert "no smoke case 'no-such-case'" in err
 
 
-@pytest.mark.parametrize(
-    "pair,architecture",
-    [("gemma-3-27b-it__specforge-eagle3", "Gemma3ForConditionalGeneration"),
-     ("kimi-k2-instruct__specforge-eagle3", "DeepseekV3ForCausalLM")],
-)
-def test_pair_with_an_unsupported_target_is_refused_by_name(pair, architecture):
+def test_pair_with_an_unsupported_target_is_refused_by_name(tmp_path):
     from conftest import DATA, run_cli
 
-    code, out, err = run_cli("smoke", "--pair", str(DATA / pair))
+    pair = tmp_path / "falcon__specforge-eagle3"
+    shutil.copytree(DATA / "qwen3-4b__specforge-eagle3", pair)
+    config = pair / "target" / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()),
+                                  "architectures": ["FalconForCausalLM"]}))
+    code, out, err = run_cli("smoke", "--pair", str(pair))
     assert code == 2 and out == ""
-    assert f"target architecture {architecture} is not supported by --pair" in err
-    assert str(DATA / pair / "target" / "config.json") in err
+    assert "target architecture FalconForCausalLM is not supported by --pair" in err
+    assert str(config) in err
 
 
 def test_pair_keeps_what_decides_sizing():
@@ -376,6 +377,7 @@ def test_pair_keeps_what_decides_sizing():
     # SGLang's ids [1, 23, 44] of a 48-layer target (hidden states 2, 24, 45) land on the
     # 4-layer tiny target's capturable hidden states 1..3, in order
     assert (moe.target.num_layers, moe.drafter.aux_layer_ids) == (4, (0, 1, 2))
+    assert moe.target.architecture == "Qwen3MoeForCausalLM"
     speculators = pair_case(DATA / "llama3.1-8b-instruct__speculators-eagle3-4-aux-ids")
     # the speculators library's ids are the hidden states themselves: 4 of them need 5 layers
     assert (speculators.target.num_layers, speculators.drafter.aux_layer_ids) == (5, (1, 2, 3, 4))
@@ -410,14 +412,51 @@ def test_pair_keeps_what_hidden_state_ids_mean():
     assert map_hidden_states([0, 2], 32)[1][0] == 0
 
 
-def test_pair_serves_a_moe_target_as_its_dense_counterpart_and_says_so():
+@pytest.mark.parametrize(
+    "pair, architecture",
+    [("qwen3-30b-a3b__specforge-moe-draft-eagle3-toplevel-ids", "Qwen3MoeForCausalLM"),
+     ("kimi-k2-instruct__specforge-eagle3", "DeepseekV3ForCausalLM"),
+     ("gpt-oss-20b__specforge-eagle3", "GptOssForCausalLM"),
+     ("gemma-3-27b-it__specforge-eagle3", "Gemma3ForCausalLM")],
+)
+def test_pair_keeps_the_target_s_class_and_says_so(pair, architecture):
+    """Issue 35: a target whose capture rule or architecture is its own is served through its
+    class (Gemma-3's multimodal checkpoint through its text class), not a dense stand-in."""
     from conftest import DATA
     from sglang_eagle_sizing.smoke.pair import pair_case
 
-    case = pair_case(DATA / "qwen3-30b-a3b__specforge-moe-draft-eagle3-toplevel-ids")
-    assert case.target.architecture == "Qwen3ForCausalLM"
-    assert "Qwen3MoeForCausalLM target served as a dense Qwen3ForCausalLM" in case.description
-    assert case.drafter.aux_layer_ids == (0, 1, 2) and case.drafter.ids_at == "top"
+    case = pair_case(DATA / pair)
+    assert case.target.architecture == architecture and case.target.own_class
+    assert "served through its own class" in case.description
+    assert "dense" not in case.description
+
+
+def test_pair_ids_keep_the_branch_of_the_target_class_s_rule(tmp_path):
+    """DeepSeek-V3 adds 1 only when the first id is 1, GPT-OSS keeps ids ending at
+    num_hidden_layers as given: the tiny ids take the same branch as the real ones."""
+    from conftest import DATA
+    from sglang_eagle_sizing.smoke.pair import keep_rule_branch, pair_case
+
+    kimi = pair_case(DATA / "kimi-k2-instruct__specforge-eagle3")  # [2, 30, 58]: as given
+    assert kimi.drafter.aux_layer_ids[0] != 1
+    pair = tmp_path / "deepseek-first-1"
+    shutil.copytree(DATA / "kimi-k2-instruct__specforge-eagle3", pair)
+    draft = pair / "draft" / "config.json"
+    config = json.loads(draft.read_text())
+    config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 30, 58]
+    draft.write_text(json.dumps(config))
+    first_one = pair_case(pair)
+    assert first_one.drafter.aux_layer_ids[0] == 1
+    ids = first_one.drafter.aux_layer_ids
+    assert list(ids) == sorted(set(ids)) and ids[-1] + 1 < first_one.target.num_layers
+    # GPT-OSS: the final boundary stays the final boundary, other ids stay below it
+    assert keep_rule_branch("GptOssForCausalLM", [1, 11, 24], (0, 1, 3), 24, 4, "hf") == (
+        4, (0, 1, 4))
+    assert keep_rule_branch("GptOssForCausalLM", [1, 11, 21], (0, 1, 2), 24, 4, "hf") == (
+        4, (0, 1, 2))
+    # a speculators id k is SGLang's k - 1: [2, ...] reaches DeepSeek's rule as [1, ...]
+    assert keep_rule_branch("DeepseekV3ForCausalLM", [2, 31, 59], (1, 2, 3), 61, 4,
+                            "speculators")[1][0] == 2
 
 
 def test_pair_shrinks_a_speculators_drafter_in_its_own_format():
@@ -430,7 +469,8 @@ def test_pair_shrinks_a_speculators_drafter_in_its_own_format():
     assert case.drafter.draft_vocab_size == round(512 * 32000 / 201088)
     # no ids: SGLang's default capture, three distinct layers of an 8-layer target
     assert case.drafter.aux_layer_ids is None and case.target.num_layers == 8
-    assert "GptOssForCausalLM target served as a dense LlamaForCausalLM" in case.description
+    assert "GptOssForCausalLM target served through its own class" in case.description
+    assert "unquantized (its mxfp4 quantization" in case.description
 
 
 @pytest.mark.parametrize(
@@ -491,3 +531,75 @@ def test_a_known_failure_is_expected_only_with_its_own_error():
     assert not is_expected_failure(case, [own, "one-request: tokens differ from transformers' generate"])
     assert not is_expected_failure(smoke_cases.case_named("eagle3-v1"), [own])
     assert all(case.known_error for case in smoke_cases.CASES if case.known_failure)
+
+
+# -- targets served through their own class (issue 35): the capture oracle, no server -------
+
+
+@pytest.fixture(scope="module")
+def qwen3_moe_target(tmp_path_factory):
+    from sglang_eagle_sizing.smoke.models import TargetSpec, build_target
+
+    folder = tmp_path_factory.mktemp("qwen3-moe") / "target"
+    return build_target(TargetSpec(architecture="Qwen3MoeForCausalLM", num_layers=4), folder)
+
+
+def _fake_record(folder, target, prompts, pick):
+    """A recorder file as a server would write it: the prompts' tokens and positions one
+    after the other, and as aux states the oracle's states ``pick`` names."""
+    import torch
+    from sglang_eagle_sizing.smoke.capture import oracle
+
+    ids, positions, chunks = [], [], []
+    for prompt in prompts:
+        states = dict(oracle(target, list(prompt)))
+        ids += prompt
+        positions += range(len(prompt))
+        chunks.append(torch.cat([states[label] for label in pick], dim=-1))
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.save({"input_ids": torch.tensor(ids), "positions": torch.tensor(positions),
+                "aux": [torch.cat(chunks)]}, folder / "aux-1-1.pt")
+    return folder
+
+
+def test_the_capture_oracle_names_each_captured_state_by_transformers_index(
+    qwen3_moe_target, tmp_path
+):
+    from sglang_eagle_sizing.smoke.capture import captured_states
+
+    prompts = smoke_cases.LONG.prompts
+    right = _fake_record(tmp_path / "right", qwen3_moe_target, prompts, ["1", "2", "3"])
+    got = captured_states(right, qwen3_moe_target, prompts, 64)
+    assert got["captured"] == ["1", "2", "3"] and got["prompts"] == 3 and got["consistent"]
+    # one layer later, up to the last layer's output before the final norm (what a model
+    # that captures the final boundary hands on), which transformers' hidden_states[4] is not
+    later = _fake_record(tmp_path / "later", qwen3_moe_target, prompts, ["2", "3", "4-pre"])
+    assert captured_states(later, qwen3_moe_target, prompts, 64)["captured"] == [
+        "2", "3", "4-pre"]
+    assert "error" in captured_states(tmp_path / "none", qwen3_moe_target, prompts, 64)
+
+
+def test_class_targets_load_in_transformers_as_built(qwen3_moe_target):
+    """The class target is transformers' own checkpoint: every tensor loads (none left at
+    random init), and greedy generate mostly steps each token by one (the shift craft)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model, info = AutoModelForCausalLM.from_pretrained(
+        qwen3_moe_target, dtype=torch.float32, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    out = model.generate(torch.tensor([[5, 77, 200]]), max_new_tokens=6, do_sample=False)
+    steps = (out[0, 3:] - out[0, 2:-1]).tolist()
+    assert steps.count(1) >= 4, steps
+
+
+def test_class_cases_of_both_families_name_their_class_and_drafter_style():
+    from sglang_eagle_sizing.smoke import cases_0_5_23
+    from sglang_eagle_sizing.smoke.class_cases import CLASSES, STYLES
+
+    for cases, worker in ((smoke_cases.CASES, "v1"), (cases_0_5_23.CASES, "v2")):
+        named = {c.name: c for c in cases if c.compare_capture}
+        assert set(named) == {f"{k}-eagle3-{s}-{worker}" for k in CLASSES for s in STYLES}
+        for name, case in named.items():
+            assert case.target.architecture == CLASSES[name.split("-eagle3-")[0]][0]
+            assert case.drafter.format == ("speculators" if "-speculators-" in name else "hf")

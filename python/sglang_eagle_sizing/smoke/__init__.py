@@ -179,6 +179,7 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None,
                     for role in sorted({"prefill", "decode"} - sized):
                         problems.append(f"the {role} server's Scheduler.init_disaggregation "
                                         "did not call the contract")
+                problems += capture_problems(case, entry)
                 bound = case.min_accept_length
                 if bound is not None and not (spec.accept_length or 0) > bound:
                     problems.append(
@@ -203,6 +204,31 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None,
         if on_case is not None:
             on_case(_report(root, results, plain, started, family))
     return _report(root, results, plain, started, family)
+
+
+def capture_problems(case, entry: dict) -> list[str]:
+    """What the served target captured (``capture.py``) against what it must: a speculators
+    drafter's ids are ``output_hidden_states`` indices on every class (issue 35); SGLang's ids
+    (SpecForge) keep the meaning the unpatched release gives them on the class, so the tree
+    must capture what the release captured when both served."""
+    if not case.compare_capture:
+        return []
+    got = entry["tree"].get("capture") or {}
+    if "captured" not in got:
+        return [f"capture not compared: {got.get('error', 'nothing recorded')}"]
+    if not got.get("consistent", True):
+        return [f"the prompts of one prefill captured different hidden states: {got}"]
+    if case.drafter.format == "speculators":
+        meant = entry.get("meant")
+        if meant is not None and got["captured"] != meant:
+            return [f"captured hidden states {got['captured']}; the speculators drafter's ids "
+                    f"mean {meant} (output_hidden_states indices)"]
+        return []
+    release = (entry.get("release") or {}).get("capture") or {}
+    if "captured" in release and release["captured"] != got["captured"]:
+        return [f"captured hidden states {got['captured']}; the unpatched release captured "
+                f"{release['captured']} for the same SGLang-format ids"]
+    return []
 
 
 def is_expected_failure(case, problems: list[str]) -> bool:

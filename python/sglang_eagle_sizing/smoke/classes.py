@@ -109,10 +109,14 @@ def config_of(spec) -> dict:
             },
         }
     if arch == "GptOssForCausalLM":
-        # unquantized (no quantization_config): the CPU build registers no mxfp4
+        # unquantized (no quantization_config): the CPU build registers no mxfp4. The expert
+        # width equals the model's, as in the real checkpoints (2880 both): with another,
+        # SGLang's loader of the fused experts refuses transformers' down_proj (E, I, H)
+        # ("The size of tensor a (64) must match the size of tensor b (32) at non-singleton
+        # dimension 2", fused_moe_triton/layer.py _load_w2)
         return {
             **common,
-            "intermediate_size": INTERMEDIATE // 4,
+            "intermediate_size": h,
             "num_key_value_heads": spec.num_kv_heads,
             "head_dim": h // heads,
             "num_local_experts": 4,

@@ -24,13 +24,21 @@ from .cases import CHAIN, V1, Case
 from .models import HIDDEN, VOCAB, DrafterSpec, TargetSpec, hidden_state_of, layer_id_of
 
 TARGETS = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
-#: a mixture-of-experts target served as the dense architecture of its family: its experts
-#: change nothing sizing reads (the width, the depth, the dtype and the layers captured)
+#: targets served through their own class (``classes.py``: built by transformers), each with
+#: its own capture rule or architecture; Gemma-3's multimodal checkpoints through the text
+#: class of their ``text_config`` (what EAGLE-3 drafts from)
+OWN_CLASS = {
+    "Qwen3MoeForCausalLM": "Qwen3MoeForCausalLM",
+    "DeepseekV3ForCausalLM": "DeepseekV3ForCausalLM",
+    "GptOssForCausalLM": "GptOssForCausalLM",
+    "Gemma3ForCausalLM": "Gemma3ForCausalLM",
+    "Gemma3ForConditionalGeneration": "Gemma3ForCausalLM",
+}
+#: a mixture-of-experts target with no tiny class here, served as the dense architecture of
+#: its family (of the same width and depth: all that sizing reads; its capture rule is the
+#: dense one's, ``val + 1``)
 MOE_DENSE = {
-    "Qwen3MoeForCausalLM": "Qwen3ForCausalLM",
     "Qwen2MoeForCausalLM": "Qwen2ForCausalLM",
-    # no dense sibling: a dense Llama of the same width and depth
-    "GptOssForCausalLM": "LlamaForCausalLM",
 }
 #: an EAGLE-3 drafter architecture SGLang 0.5.11 does not have (SpecForge's experimental
 #: mixture-of-experts draft head), served as its Llama EAGLE-3 of the same width, ids and
@@ -91,6 +99,30 @@ def map_hidden_states(states: list[int], num_layers: int) -> tuple[int, list[int
     return tiny, [placed.get(k, 0 if k <= 0 else tiny) for k in states]
 
 
+def keep_rule_branch(
+    architecture: str, ids, tiny_ids, layers: int, tiny_layers: int, drafter_format: str
+) -> tuple[int, tuple[int, ...]]:
+    """The tiny ids moved, where needed, so that the target class's capture rule takes the
+    same branch for them as for the real ids (SGLang 0.5.23, issue 35): DeepSeek-V3 adds 1
+    only when the first id is 1, GPT-OSS keeps the ids as given when the largest is
+    ``num_hidden_layers``. Rules read SGLang's ids: a speculators id ``k`` is SGLang's
+    ``k - 1`` (the patch's adapter). The tiny target is deepened when the ids need it."""
+    shift = 1 if drafter_format == "speculators" else 0
+    real = [i - shift for i in ids]
+    tiny = [i - shift for i in tiny_ids]
+    if architecture == "DeepseekV3ForCausalLM" and (real[0] == 1) != (tiny[0] == 1):
+        tiny[0] = 1 if real[0] == 1 else (0 if real[0] < 1 else 2)
+        for j in range(1, len(tiny)):  # keep them increasing
+            tiny[j] = max(tiny[j], tiny[j - 1] + 1)
+        tiny_layers = max(tiny_layers, tiny[-1] + 2)
+    if architecture == "GptOssForCausalLM" and (max(real) == layers) != (max(tiny) == tiny_layers):
+        if max(real) == layers:
+            tiny[tiny.index(max(tiny))] = tiny_layers
+        else:
+            tiny_layers += 1
+    return tiny_layers, tuple(i + shift for i in tiny)
+
+
 def pair_case(folder: Path, family: Family = BEFORE_REFACTOR) -> Case:
     """The pair as a case of ``family``'s smoke: served with the v1 worker on 0.5.11 (as its
     cases are), with 0.5.23's v2 worker (it has no other) on a 0.5.23 tree."""
@@ -99,18 +131,27 @@ def pair_case(folder: Path, family: Family = BEFORE_REFACTOR) -> Case:
     target_path, draft_path = folder / "target" / "config.json", folder / "draft" / "config.json"
     target, draft = _read(target_path), _read(draft_path)
     target_arch = (target.get("architectures") or ["<none>"])[0]
-    served_arch = MOE_DENSE.get(target_arch, target_arch)
-    if served_arch not in TARGETS:
+    served_arch = OWN_CLASS.get(target_arch) or MOE_DENSE.get(target_arch, target_arch)
+    if served_arch not in TARGETS and target_arch not in OWN_CLASS:
         raise PairError(
             f"{target_path}: target architecture {target_arch} is not supported by --pair "
-            f"(dense {', '.join(TARGETS)}, and {', '.join(MOE_DENSE)} as their dense "
-            "counterparts, only)"
+            f"(dense {', '.join(TARGETS)}; {', '.join(OWN_CLASS)} through their own class; "
+            f"{', '.join(MOE_DENSE)} as its dense counterpart; only)"
         )
-    dense_note = (
-        f"; the {target_arch} target served as a dense {served_arch} of the same width and "
-        "depth (all that sizing reads)"
-        if served_arch != target_arch else ""
-    )
+    if target_arch in MOE_DENSE:
+        dense_note = (f"; the {target_arch} target served as a dense {served_arch} of the "
+                      "same width and depth (all that sizing reads)")
+    elif target_arch in OWN_CLASS:
+        dense_note = f"; the {target_arch} target served through its own class {served_arch}"
+        if served_arch != target_arch:
+            dense_note += " (the text model of its text_config)"
+        if "quantization_config" in target:
+            dense_note += (f", unquantized (its {target['quantization_config'].get('quant_method')}"
+                           " quantization is not registered on a CPU)")
+    else:
+        dense_note = ""
+    # a multimodal target's language model (Gemma-3): its text_config
+    target = {**target, **(target.get("text_config") or {})}
     speculators = "speculators_config" in draft
     if speculators:
         # the speculators format: the drafter's layer under transformer_layer_config
@@ -152,6 +193,10 @@ def pair_case(folder: Path, family: Family = BEFORE_REFACTOR) -> Case:
             [hidden_state_of(i, drafter_format) for i in ids], target["num_hidden_layers"]
         )
         tiny_ids = tuple(layer_id_of(k, drafter_format) for k in states)
+        tiny_layers, tiny_ids = keep_rule_branch(
+            served_arch, ids, tiny_ids, target["num_hidden_layers"], tiny_layers,
+            drafter_format,
+        )
     draft_vocab = draft.get("draft_vocab_size")
     tiny_draft_vocab = (
         max(16, round(VOCAB * draft_vocab / target["vocab_size"])) if draft_vocab else None

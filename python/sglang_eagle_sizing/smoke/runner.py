@@ -44,6 +44,16 @@ def _key(obj) -> str:
     return hashlib.sha256(json.dumps(asdict(obj), sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+def _class_key(spec: models.TargetSpec) -> str:
+    """A class target's config too (``classes.config_of``), which the spec does not hold."""
+    if not spec.own_class:
+        return ""
+    from .classes import config_of
+
+    digest = hashlib.sha256(json.dumps(config_of(spec), sort_keys=True).encode()).hexdigest()
+    return "-" + digest[:8]
+
+
 @dataclass
 class Models:
     """Built model folders under ``folder``, one per spec (reused within a run)."""
@@ -51,13 +61,13 @@ class Models:
     folder: Path
 
     def target(self, spec: models.TargetSpec) -> Path:
-        path = self.folder / f"target-{_key(spec)}"
+        path = self.folder / f"target-{_key(spec)}{_class_key(spec)}"
         if not (path / ("config.json" if spec.config_only else "model.safetensors")).exists():
             models.build_target(spec, path)
         return path
 
     def drafter(self, spec: models.DrafterSpec, target: models.TargetSpec) -> Path:
-        path = self.folder / f"drafter-{spec.kind}-{_key(spec)}-{_key(target)}"
+        path = self.folder / f"drafter-{spec.kind}-{_key(spec)}-{_key(target)}{_class_key(target)}"
         if not (path / "model.safetensors").exists():
             models.build_drafter(spec, target, path)
         return path
