@@ -95,6 +95,49 @@ def test_the_patch_s_parser_ran_in_the_0_5_23_server(served):
     assert ("models/llama_eagle3.py", "LlamaModel.__init__") in callers, records
 
 
+# -- a target served through its own class (issue 35) --------------------------------------
+
+#: the one class case CI serves: Qwen3-MoE, whose capture delegates to its inner model, with a
+#: speculators drafter (ids [1, 2, 3] are output_hidden_states indices); the rest of the class
+#: table is benchmark/smoke_classes.py's (docs/smoke-classes.md)
+CLASS_CASE = "qwen3-moe-eagle3-speculators-v2"
+
+
+@pytest.fixture(scope="session")
+def served_class(patched_0_5_23_root, tmp_path_factory):
+    work = tmp_path_factory.mktemp("smoke-0.5.23-class")
+    report = work / "report.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "sglang_eagle_sizing", "smoke",
+         str(patched_0_5_23_root / "sglang"), "--case", CLASS_CASE, "--no-baseline",
+         "--workdir", str(work), "--json", str(report)],
+        capture_output=True, text=True, timeout=1800, check=False,
+    )
+    assert report.exists(), result.stdout[-4000:] + result.stderr[-4000:]
+    return result, json.loads(report.read_text())
+
+
+def test_a_qwen3_moe_target_serves_through_its_own_class_and_captures_what_the_ids_name(
+    served_class,
+):
+    result, report = served_class
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    (entry,) = report["cases"]
+    tree = entry["tree"]
+    assert tree["status"] == "served", tree["error"]
+    # tokens: the same as the run without speculation (torch_native) and transformers'
+    # generate (smoke's problems name any difference)
+    assert entry["problems"] == [] and tree["outputs"]["long"]
+    # the served Qwen3MoeForCausalLM (not a dense Qwen3) handed the drafter
+    # output_hidden_states[1], [2], [3] of the same weights, in every prompt of the prefill
+    capture = tree["capture"]
+    assert entry["meant"] == ["1", "2", "3"]
+    assert capture["captured"] == ["1", "2", "3"] and capture["consistent"], capture
+    assert capture["prompts"] == 3 and capture["max_diff"] < 1e-3
+    ((key, plain),) = report["plain"].items()
+    assert "Qwen3MoeForCausalLM" in key and plain["status"] == "served"
+
+
 # -- no server ------------------------------------------------------------------------------
 
 

@@ -8,7 +8,9 @@ the same weights on the same tokens: ``output_hidden_states[k]`` (0: the embeddi
 output of layer ``k - 1``) and the last layer's output before the final norm, which transformers
 does not return (its ``hidden_states[L]`` is after the norm) and which a model that captures
 "the final boundary" (GPT-OSS in 0.5.23) hands on. Labels: ``k``, and ``"L-pre"`` (``L`` the
-number of layers) for the last layer's output before the norm.
+number of layers) for the last layer's output before the norm; and, where a layer has a
+``post_feedforward_layernorm`` (Gemma), ``"mlp-branch-of-layer-i"``: that norm's output, not a
+hidden state (what Gemma-3's SGLang model hands on, docs/smoke-classes.md).
 
 A chunk is named by the hidden state it is closest to, and only if it is close (``MATCH``,
 relative to the state's RMS) and the next closest is much farther: otherwise ``None``.
@@ -41,15 +43,28 @@ def oracle(target_dir: Path, tokens: list[int]) -> list[tuple[str, torch.Tensor]
     def keep(_module, _inputs, output):
         raw["last"] = output[0] if isinstance(output, tuple) else output
 
-    handle = layers[-1].register_forward_hook(keep)
+    handles = [layers[-1].register_forward_hook(keep)]
+    # not a hidden state: a layer's MLP branch after its own norm (Gemma's
+    # post_feedforward_layernorm), what a model that keeps the residual apart could hand on
+    branches = {}
+    for i, layer in enumerate(layers):
+        norm = getattr(layer, "post_feedforward_layernorm", None)
+        if norm is not None:
+            handles.append(
+                norm.register_forward_hook(
+                    lambda _m, _i, output, i=i: branches.__setitem__(i, output[0])
+                )
+            )
     try:
         with torch.no_grad():
             out = model(torch.tensor([tokens]), output_hidden_states=True)
     finally:
-        handle.remove()
+        for handle in handles:
+            handle.remove()
     states = [(str(k), s[0]) for k, s in enumerate(out.hidden_states)]
     last = raw["last"]
     states.append((f"{len(layers)}-pre", last[0] if last.dim() == 3 else last))
+    states += [(f"mlp-branch-of-layer-{i}", b) for i, b in sorted(branches.items())]
     return states
 
 

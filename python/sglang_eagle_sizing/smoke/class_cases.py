@@ -47,8 +47,10 @@ PLAIN_BACKEND = {"deepseek-v3": "triton", "gpt-oss": "triton"}
 #: (arg_groups/model_overrides/gpt_oss.py), whose transposed expert layout refuses the
 #: checkpoint's experts at load ("The size of tensor a (64) must match the size of tensor b
 #: (128) at non-singleton dimension 1", fused_moe_triton/layer.py:879 ``_load_w13``); the
-#: ``triton`` runner loads them and serves
-TARGET_FLAGS = {"gpt-oss": ("--moe-runner-backend", "triton")}
+#: ``triton`` runner loads them and serves. Its context (131072, the real checkpoints' YaRN)
+#: is cut to the drafter's 1024, which SGLang otherwise refuses ("Target model's
+#: context_length (131072) is greater than the derived context_length (1024)")
+TARGET_FLAGS = {"gpt-oss": ("--moe-runner-backend", "triton", "--context-length", "1024")}
 #: classes SGLang 0.5.11 has too (every one above: 0.5.11 ships qwen3_moe.py, deepseek_v2.py,
 #: gpt_oss.py and gemma3_causal.py)
 STYLES = ("specforge", "speculators")
