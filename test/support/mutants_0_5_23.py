@@ -77,9 +77,9 @@ MUTANTS = (
         _edit(CAPTURE, r"        validate_eagle3_draft_config\(\n(?:.*\n){3}        \)\n", ""),
     ),
     Mutant(
-        "draft check: the target's last layer allowed",
+        "draft check: an id past the target's layers allowed",
         TESTS + "test_draft_check.py",
-        _edit(PARSER, r"max\(layer_ids\) > num_layers - 2", "max(layer_ids) > num_layers - 1"),
+        _edit(PARSER, r"max\(layer_ids\) > num_layers:", "max(layer_ids) > num_layers + 1:"),
     ),
     Mutant(
         "draft dtype: not decided (0.5.23's draft keeps its config's dtype)",
@@ -96,6 +96,21 @@ MUTANTS = (
         ),
     ),
     Mutant(
+        "capture: the class's method alone (0.5.23's configure_aux_hidden_state_capture)",
+        TESTS + "test_capture_rule.py",
+        _release(SRT + "model_executor/model_runner_components/attention_backend_setup.py"),
+    ),
+    Mutant(
+        "capture: GPT-OSS's last layer's output refused",
+        TESTS + "test_capture_rule.py",
+        _edit(PARSER, r'if getattr\(holder, "captures_final_hidden_state", False\):', "if False:"),
+    ),
+    Mutant(
+        "capture: a delegating target's capture not reached",
+        TESTS + "test_capture_rule.py",
+        _edit(PARSER, r"for m in model\.modules\(\)", "for m in model.children()"),
+    ),
+    Mutant(
         "speculators format: not read (0.5.23's AutoConfig alone)",
         TESTS + "test_speculators_format.py",
         _edit(CONFIG, r"config = auto_config_or_speculators_eagle3\(", "config = AutoConfig.from_pretrained("),
@@ -104,6 +119,11 @@ MUTANTS = (
         "speculators format: layer ids taken as SGLang's (off by one)",
         TESTS + "test_speculators_format.py",
         _edit(CONFIG, r"\[i - 1 for i in layer_ids\]", "list(layer_ids)"),
+    ),
+    Mutant(
+        "speculators format: the ids given to DeepSeek's rule unchanged",
+        TESTS + "test_speculators_format.py",
+        _edit(PARSER, r"if hidden_state_indices is not None:", "if False:"),
     ),
     Mutant(
         "speculators format: a refused id named as SGLang counts it",

@@ -110,18 +110,21 @@ def parse_eagle3_draft_config(*, draft_hf_config: Any) -> Eagle3DraftConfig:
     )
 '''
 
-#: Appended to ``EAGLE3_DRAFT_CONFIG`` by the ``draft-check`` concern.
+#: Appended to ``EAGLE3_DRAFT_CONFIG`` by the ``draft-check`` concern: the check of the
+#: drafter's config before any weights load, and the target's capture by its own class's rule
+#: once the model is built (``CAPTURE``, called by ``configure_aux_hidden_state_capture``).
 VALIDATE = "validate_eagle3_draft_config"
-EAGLE3_DRAFT_CHECK = '''
+CAPTURE = "set_eagle3_layers_to_capture"
+EAGLE3_DRAFT_CHECK = """
 
 def validate_eagle3_draft_config(
     draft_config: Eagle3DraftConfig, *, draft_hf_config: Any, target_hf_config: Any
 ) -> None:
-    """Refuse an EAGLE-3 drafter its target cannot feed, before any weights load.
+    \"\"\"Refuse an EAGLE-3 drafter its target cannot feed, before any weights load.
 
-    Layer id k captures the output of target layer k, i.e. the input of layer k + 1,
-    so the last layer's output (the final hidden state) is never captured.
-    """
+    Which hidden state a layer id names is the target class's rule, checked once the
+    model is built (``set_eagle3_layers_to_capture``); here only ids past every rule.
+    \"\"\"
     if not draft_config.use_aux_hidden_state:
         return
     target_hidden_size = target_hf_config.hidden_size
@@ -142,44 +145,170 @@ def validate_eagle3_draft_config(
             f"{target_hidden_size}, the target's hidden size",
         )
     layer_ids = draft_config.aux_hidden_state_layer_ids
-    num_layers = target_hf_config.num_hidden_layers * getattr(
-        target_hf_config, "num_loops", 1
-    )
-    if layer_ids is not None and max(layer_ids) > num_layers - 2:
+    num_layers = getattr(target_hf_config, "num_hidden_layers", None)
+    if layer_ids is not None and num_layers is not None and max(layer_ids) > num_layers:
         raise _invalid(
             draft_hf_config,
             _LAYER_IDS_KEY,
             layer_ids,
-            f"ids up to {num_layers - 2}: the target has {num_layers} layers and the "
-            f"output of its last one, {num_layers - 1}, is not captured",
+            f"ids up to {num_layers}: the target has {num_layers} layers",
         )
-'''
 
-#: With the speculators format (the ``speculators-eagle3`` concern, after ``draft-check``):
-#: ``EAGLE3_DRAFT_CHECK``'s refusal of an id past the target's layers names the ids the
-#: speculators config declares, in its own numbering (``speculators_eagle3_to_llama_config``
-#: keeps them beside SGLang's).
-SPECULATORS_LAYER_IDS_CHECK = (
-    """    if layer_ids is not None and max(layer_ids) > num_layers - 2:
-        raise _invalid(
-""",
-    '''    if layer_ids is not None and max(layer_ids) > num_layers - 2:
-        declared = getattr(
-            draft_hf_config, "speculators_eagle_aux_hidden_state_layer_ids", None
+
+def _capture_holder(model: Any) -> Optional[Any]:
+    # The module the target class keeps layers_to_capture on (None: a pipeline stage
+    # before the last, which captures nothing).
+    holders = [m for m in model.modules() if getattr(m, "layers_to_capture", None)]
+    return holders[0] if len(holders) == 1 else None
+
+
+def _last_capturable(holder: Any) -> int:
+    num_layers = len(holder.layers)
+    if getattr(holder, "captures_final_hidden_state", False):
+        return num_layers
+    return num_layers - 1
+
+
+def _capture(model: Any, layer_ids: Optional[List[int]]) -> Optional[Any]:
+    try:
+        model.set_eagle3_layers_to_capture(layer_ids)
+    except IndexError:
+        # A class that flags each captured layer indexes its layers by what it
+        # captures: an index past them is refused by the caller.
+        holder = _capture_holder(model)
+        if holder is None or max(holder.layers_to_capture) <= _last_capturable(holder):
+            raise
+        return holder
+    return _capture_holder(model)
+
+
+def set_eagle3_layers_to_capture(model: Any, layer_ids: Optional[List[int]]) -> None:
+    \"\"\"Have the target capture an EAGLE-3 drafter's aux hidden states by its class's
+    own ``set_eagle3_layers_to_capture``, and refuse what it cannot capture.
+
+    Each class reads layer ids by its own rule (most capture the input of layer id + 1;
+    DeepSeek-V2/V3 and GLM-4-MoE-Lite take the ids as given unless the first is 1;
+    GPT-OSS takes ids ending at its layer count as given), so what it captures is read
+    back: ``layers_to_capture`` holds hidden-state indices, 0 the embeddings and i the
+    input of layer i. The last layer's output only where the model captures it
+    (``captures_final_hidden_state``).
+    \"\"\"
+    holder = _capture(model, layer_ids)
+    if holder is None:
+        return
+    captured = list(holder.layers_to_capture)
+    last = _last_capturable(holder)
+    if min(captured) < 0 or max(captured) > last:
+        num_layers = len(holder.layers)
+        if last < num_layers:
+            limit = f"{num_layers} layers and does not capture the last one's output"
+        else:
+            limit = f"{num_layers} layers"
+        raise ValueError(
+            f"Invalid {_LAYER_IDS_KEY}={layer_ids!r} for the target "
+            f"{type(model).__name__}: it captures hidden states {captured} for them "
+            f"(i: the input of layer i), expected up to {last}: it has {limit}."
         )
-        if declared is not None:
-            # A speculators config counts hidden states, not layers: name its own ids.
-            raise _invalid(
-                draft_hf_config,
-                _LAYER_IDS_KEY,
-                declared,
-                f"hidden-state indices up to {num_layers - 1}: the target has "
-                f"{num_layers} layers and index {num_layers}, after its last layer, "
-                "is not captured",
-            )
-        raise _invalid(
-''',
+"""
+
+#: The ``speculators-eagle3`` concern (after ``draft-check``): a speculators drafter's ids
+#: are indices into the target's hidden states (``output_hidden_states``, 0 the embeddings).
+#: ``Eagle3DraftConfig`` carries them as declared, the check before load refuses the
+#: final hidden state, and the capture gives each class the ids that make it capture
+#: exactly them, whatever its rule, or refuses the drafter.
+SPECULATORS_INDICES_FIELD = (
+    """    num_aux_hidden_states: int
+""",
+    """    num_aux_hidden_states: int
+    # Indices into the target's hidden states (0: the embeddings) as a speculators
+    # drafter declares them; None for other drafters.
+    aux_hidden_state_indices: Optional[List[int]] = None
+""",
 )
+SPECULATORS_INDICES_PARSED = (
+    """        num_aux_hidden_states=num_aux_hidden_states,
+    )
+""",
+    """        num_aux_hidden_states=num_aux_hidden_states,
+        aux_hidden_state_indices=getattr(
+            draft_hf_config, "speculators_eagle_aux_hidden_state_layer_ids", None
+        ),
+    )
+""",
+)
+SPECULATORS_INDICES_CHECK = (
+    """    layer_ids = draft_config.aux_hidden_state_layer_ids
+    num_layers = getattr(target_hf_config, "num_hidden_layers", None)
+""",
+    """    layer_ids = draft_config.aux_hidden_state_layer_ids
+    num_layers = getattr(target_hf_config, "num_hidden_layers", None)
+    indices = draft_config.aux_hidden_state_indices
+    if indices is not None and num_layers is not None and max(indices) >= num_layers:
+        # output_hidden_states[num_layers] is after the final norm; a target that
+        # captures its last layer's output captures it before.
+        raise _invalid(
+            draft_hf_config,
+            _LAYER_IDS_KEY,
+            indices,
+            f"hidden-state indices up to {num_layers - 1}: the target has "
+            f"{num_layers} layers and index {num_layers}, the final hidden state "
+            "after the norm, is not captured",
+        )
+""",
+)
+SPECULATORS_INDICES_CAPTURE = (
+    """def set_eagle3_layers_to_capture(model: Any, layer_ids: Optional[List[int]]) -> None:
+""",
+    """def set_eagle3_layers_to_capture(
+    model: Any,
+    layer_ids: Optional[List[int]],
+    hidden_state_indices: Optional[List[int]] = None,
+) -> None:
+""",
+)
+SPECULATORS_INDICES_RESOLVED = (
+    """    (``captures_final_hidden_state``).
+    \"\"\"
+    holder = _capture(model, layer_ids)
+""",
+    """    (``captures_final_hidden_state``).
+
+    ``hidden_state_indices`` (a speculators drafter's) name the hidden states to capture
+    whatever the class's rule: the class gets the ids that make it capture them.
+    \"\"\"
+    if hidden_state_indices is not None:
+        found = []
+        for ids in ([i - 1 for i in hidden_state_indices], list(hidden_state_indices)):
+            holder = _capture(model, ids)
+            if holder is None or list(holder.layers_to_capture) == hidden_state_indices:
+                return
+            found.append(f"{list(holder.layers_to_capture)} for ids {ids}")
+        raise ValueError(
+            f"Invalid {_LAYER_IDS_KEY}={hidden_state_indices!r} (hidden-state indices) "
+            f"for the target {type(model).__name__}: it captures hidden states "
+            f"{' and '.join(found)}, never these."
+        )
+    holder = _capture(model, layer_ids)
+""",
+)
+
+#: The target's ``configure_aux_hidden_state_capture`` calls ``CAPTURE`` instead of the
+#: class's method (``draft-check``), with the indices the speculators concern adds to the
+#: resolved ``SpecAuxHiddenStateConfig`` (``eagle_aux_hidden_state_indices``).
+INDICES_FIELD = "eagle_aux_hidden_state_indices"
+INDICES_FIELD_TEXT = """# Indices into the target's hidden states a speculators drafter declares
+# (0: the embeddings), captured as they are.
+eagle_aux_hidden_state_indices: Any = None
+"""
+
+#: Class attribute of the target models whose forward captures ``end_layer`` (the last
+#: layer's output, before the final norm) when ``layers_to_capture`` holds it
+#: (``draft-check``).
+FINAL_HIDDEN_STATE_FLAG = "captures_final_hidden_state"
+FINAL_HIDDEN_STATE_TEXT = """# EAGLE-3: layers_to_capture may hold end_layer, the last layer's output
+# (captured before the final norm).
+captures_final_hidden_state = True
+"""
 
 #: After ``_handle_iquest_q1_mtp_draft`` in ``arg_groups/speculative_hook.py``, and called by
 #: ``_handle_eagle_family`` after it (the ``draft-dtype`` concern).

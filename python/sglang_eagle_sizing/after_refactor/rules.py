@@ -28,9 +28,14 @@ from ..syntax import (
     with_comment,
 )
 from .inserted import (
+    CAPTURE,
     DRAFT_DTYPE_FUNCTION,
     DRAFT_DTYPE_HOOK,
     EAGLE3_DRAFT_CONFIG_MODULE,
+    FINAL_HIDDEN_STATE_FLAG,
+    FINAL_HIDDEN_STATE_TEXT,
+    INDICES_FIELD,
+    INDICES_FIELD_TEXT,
     NORM_BEFORE_RESIDUAL_FLAG,
     PARSE,
     VALIDATE,
@@ -38,6 +43,9 @@ from .inserted import (
 from .sites import (
     AUX_COUNT_BLOCKS,
     AUX_COUNT_FUNCTIONS,
+    CAPTURE_CALL,
+    CAPTURE_CALLER,
+    CAPTURE_CONFIG,
     CONFIG_READ,
     DISAGG_DRAFT_HIDDEN,
     DISAGG_DRAFT_INPUT,
@@ -46,6 +54,7 @@ from .sites import (
     DRAFT_DTYPE,
     DRAFT_DTYPE_ANCHOR,
     DRAFTER_LAYER,
+    FINAL_HIDDEN_STATE_MODELS,
     IDLE_VERIFY_INPUT,
     TARGET_CAPTURE,
 )
@@ -253,6 +262,13 @@ class TargetCaptureRule(CaptureTryRule):
             f"{owner}.eagle_aux_hidden_state_layer_ids = (\n"
             "    eagle3_draft_config.aux_hidden_state_layer_ids\n"
             ")\n"
+            + (
+                f"{owner}.{INDICES_FIELD} = (\n"
+                "    eagle3_draft_config.aux_hidden_state_indices\n"
+                ")\n"
+                if concerns.enabled(concerns.SPECULATORS_EAGLE3)
+                else ""
+            )
         )
 
 
@@ -562,7 +578,7 @@ class ParserImportRule(Rule):
     top-level ``sglang`` imports, in isort's order."""
 
     follows_others = True
-    needles = (PARSE,)
+    needles = (PARSE, CAPTURE)
 
     def leave_Module(self, original_node, updated_node):
         used = {name for name in PROVIDED if _contains(updated_node, _calls_to(name))}
@@ -592,7 +608,7 @@ class ParserImportRule(Rule):
         return updated_node.with_changes(body=body)
 
 
-PROVIDED = (PARSE, VALIDATE)
+PROVIDED = (PARSE, VALIDATE, CAPTURE)
 
 
 def _calls_to(name: str):
@@ -963,18 +979,249 @@ class IdleVerifyInputRule(Rule):
         return updated_node
 
 
+LABEL_CAPTURE = "capture-rule"
+CLASS_CAPTURE = "set_eagle3_layers_to_capture"
+LAYER_IDS_PARAM = "eagle_aux_hidden_state_layer_ids"
+
+
+def _with_indices() -> bool:
+    return concerns.enabled(concerns.SPECULATORS_EAGLE3)
+
+
+class CaptureCallRule(_OneStatementRule):
+    """The built target captures through ``set_eagle3_layers_to_capture`` of the added
+    module (its class's own method, then a check of what that captured) instead of calling
+    the class's method alone; with the speculators format, given the hidden-state indices
+    a speculators drafter declares (a new keyword of ``configure_aux_hidden_state_capture``,
+    after the layer ids')."""
+
+    concerns = (concerns.DRAFT_CHECK, concerns.SPECULATORS_EAGLE3)
+    place = CAPTURE_CALL
+    label = LABEL_CAPTURE
+    needles = (CLASS_CAPTURE,)
+
+    def _call(self) -> str:
+        extra = f", {INDICES_FIELD}" if _with_indices() else ""
+        return f"{CAPTURE}(model, {LAYER_IDS_PARAM}{extra})\n"
+
+    def routed(self, stmt: cst.CSTNode) -> bool:
+        return (
+            isinstance(stmt, cst.SimpleStatementLine)
+            and len(stmt.body) == 1
+            and isinstance(stmt.body[0], cst.Expr)
+            and same_expression(stmt.body[0].value, self._call().strip())
+        )
+
+    def rewrite(self, stmt: cst.CSTNode, column: int) -> list[cst.BaseStatement] | None:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            return None
+        if _contains(stmt, _calls_to(CAPTURE)):
+            raise self.fail(stmt, f"{self.place[1]}: a call of {CAPTURE} the rule does not know")
+        if not _contains(stmt, _calls_to(f"model.{CLASS_CAPTURE}")):
+            return None
+        if code_of(stmt).strip() != f"model.{CLASS_CAPTURE}({LAYER_IDS_PARAM})":
+            raise self.fail(stmt, f"{self.place[1]}: the class's capture called in a form the rule does not know")
+        return [statement(self._call(), column)]
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        scope = self.scope
+        updated_node = super().leave_FunctionDef(original_node, updated_node)
+        if scope != self.place[1] or not _with_indices():
+            return updated_node
+        params = list(updated_node.params.kwonly_params)
+        names = [p.name.value for p in params]
+        if INDICES_FIELD in names:
+            return updated_node
+        if LAYER_IDS_PARAM not in names:
+            raise self.fail(original_node, f"{scope}: no keyword {LAYER_IDS_PARAM}")
+        index = names.index(LAYER_IDS_PARAM)
+        new = params[index].with_changes(
+            name=cst.Name(INDICES_FIELD),
+            annotation=None,
+            default=cst.Name("None"),
+            equal=cst.AssignEqual(
+                whitespace_before=cst.SimpleWhitespace(""),
+                whitespace_after=cst.SimpleWhitespace(""),
+            ),
+        )
+        params.insert(index + 1, new)
+        return updated_node.with_changes(params=updated_node.params.with_changes(kwonly_params=params))
+
+
+class CaptureCallerRule(_ScopedRule):
+    """The model runner passes ``configure_aux_hidden_state_capture`` the indices its
+    resolved ``SpecAuxHiddenStateConfig`` holds, after the layer ids, as it passes every
+    other field."""
+
+    concerns = (concerns.SPECULATORS_EAGLE3,)
+    places = (CAPTURE_CALLER,)
+    files = frozenset({CAPTURE_CALLER[0]})
+    needles = (CAPTURE_CALL[1],)
+    reads = "the target's capture is configured there"
+
+    def __init__(self, file: str):
+        super().__init__(file)
+        self.found = 0
+
+    def leave_Call(self, original_node, updated_node):
+        if self.scope != CAPTURE_CALLER[1] or dotted(original_node.func) != CAPTURE_CALL[1]:
+            return updated_node
+        self.found += 1
+        args = list(updated_node.args)
+        keywords = [a.keyword.value if a.keyword else None for a in args]
+        if INDICES_FIELD in keywords:
+            self.report(original_node, LABEL_CAPTURE, Finding.ROUTED)
+            return updated_node
+        if LAYER_IDS_PARAM not in keywords:
+            raise self.fail(original_node, f"{self.scope}: {CAPTURE_CALL[1]} without {LAYER_IDS_PARAM}=")
+        index = keywords.index(LAYER_IDS_PARAM)
+        value = args[index].value
+        if not (
+            isinstance(value, cst.Attribute)
+            and value.attr.value == LAYER_IDS_PARAM
+        ):
+            raise self.fail(original_node, f"{self.scope}: {LAYER_IDS_PARAM}= is not a field of the config")
+        self.report(original_node, LABEL_CAPTURE, Finding.UNROUTED)
+        new = args[index].with_changes(
+            keyword=cst.Name(INDICES_FIELD),
+            value=value.with_changes(attr=cst.Name(INDICES_FIELD)),
+        )
+        args.insert(index + 1, new)
+        return updated_node.with_changes(args=args)
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        scope = self.scope
+        updated_node = super().leave_FunctionDef(original_node, updated_node)
+        if scope == CAPTURE_CALLER[1] and self.found != 1:
+            raise self.fail(original_node, f"{scope}: {self.found} calls of {CAPTURE_CALL[1]}, the rule knows one")
+        return updated_node
+
+
+def _fields_of(body: list) -> list[int]:
+    return [
+        i
+        for i, s in enumerate(body)
+        if isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.AnnAssign)
+    ]
+
+
+class CaptureConfigFieldRule(Rule):
+    """``SpecAuxHiddenStateConfig`` gets ``eagle_aux_hidden_state_indices`` after
+    ``eagle_aux_hidden_state_layer_ids``: what ``_resolve_eagle_aux_hidden_state`` reads of a
+    speculators drafter for the capture."""
+
+    concerns = (concerns.SPECULATORS_EAGLE3,)
+    files = frozenset({CAPTURE_CONFIG[0]})
+
+    def __init__(self, file: str):
+        super().__init__(file)
+        self.found = False
+
+    def leave_ClassDef(self, original_node, updated_node):
+        name = original_node.name.value
+        updated_node = super().leave_ClassDef(original_node, updated_node)
+        if name != CAPTURE_CONFIG[1] or self._scope:
+            return updated_node
+        self.found = True
+        body = list(updated_node.body.body)
+        fields = {dotted(body[i].body[0].target): i for i in _fields_of(body)}
+        if INDICES_FIELD in fields:
+            self.report(original_node, LABEL_CAPTURE, Finding.ROUTED, name)
+            return updated_node
+        if LAYER_IDS_PARAM not in fields:
+            raise self.fail(original_node, f"{name}: no field {LAYER_IDS_PARAM}")
+        self.report(original_node, LABEL_CAPTURE, Finding.UNROUTED, name)
+        new = statements_with_comments(INDICES_FIELD_TEXT, 4)
+        index = fields[LAYER_IDS_PARAM] + 1
+        body[index:index] = new
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+
+    def leave_Module(self, original_node, updated_node):
+        if not self.found:
+            raise self.fail(original_node, f"no class {CAPTURE_CONFIG[1]}")
+        return updated_node
+
+
+def _captures_end_layer(node: cst.CSTNode) -> bool:
+    """``self.end_layer in self.layers_to_capture``."""
+    return (
+        isinstance(node, cst.Comparison)
+        and dotted(node.left) == "self.end_layer"
+        and len(node.comparisons) == 1
+        and isinstance(node.comparisons[0].operator, cst.In)
+        and dotted(node.comparisons[0].comparator) == "self.layers_to_capture"
+    )
+
+
+def _comments(lines) -> list:
+    return [line for line in lines if line.comment is not None]
+
+
+def _blanks(lines) -> list:
+    return [line for line in lines if line.comment is None]
+
+
+class FinalHiddenStateRule(Rule):
+    """The target models whose forward captures ``end_layer`` (the last layer's output)
+    say so, for the capture check: ``captures_final_hidden_state = True`` before their
+    first method."""
+
+    concerns = (concerns.DRAFT_CHECK,)
+    files = frozenset(f for f, _ in FINAL_HIDDEN_STATE_MODELS)
+
+    def __init__(self, file: str):
+        super().__init__(file)
+        self.found = False
+
+    def leave_ClassDef(self, original_node, updated_node):
+        name = original_node.name.value
+        updated_node = super().leave_ClassDef(original_node, updated_node)
+        if (self.file, name) not in FINAL_HIDDEN_STATE_MODELS or self._scope:
+            return updated_node
+        self.found = True
+        body = list(updated_node.body.body)
+        if any(_assigns(stmt, FINAL_HIDDEN_STATE_FLAG) for stmt in body):
+            self.report(original_node, LABEL_CAPTURE, Finding.ROUTED, name)
+            return updated_node
+        forward = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "forward"]
+        if len(forward) != 1 or not _contains(forward[0], _captures_end_layer):
+            raise self.fail(original_node, f"{name}: its forward does not capture end_layer as the rule knows")
+        self.report(original_node, LABEL_CAPTURE, Finding.UNROUTED, name)
+        index = next(i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef))
+        new = statements_with_comments(FINAL_HIDDEN_STATE_TEXT, 4)
+        first = body[index]
+        new[0] = new[0].with_changes(
+            leading_lines=[*_blanks(first.leading_lines), *new[0].leading_lines]
+        )
+        body[index:index] = new
+        body[index + len(new)] = first.with_changes(
+            leading_lines=[cst.EmptyLine(indent=False), *_comments(first.leading_lines)]
+        )
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+
+    def leave_Module(self, original_node, updated_node):
+        if not self.found:
+            names = ", ".join(n for f, n in FINAL_HIDDEN_STATE_MODELS if f == self.file)
+            raise self.fail(original_node, f"no class {names}")
+        return updated_node
+
+
 RULES = (
     AuxCountBlockRule,
     AuxCountFunctionRule,
     TargetCaptureRule,
     DraftCheckRule,
+    CaptureCallRule,
+    CaptureConfigFieldRule,
+    CaptureCallerRule,
+    FinalHiddenStateRule,
     DraftDtypeRule,
     SpeculatorsConfigRule,
     NormBeforeResidualRule,
-    ParserImportRule,
     PrefillDraftProposalRule,
     MetadataDraftProposalRule,
     DisaggDraftInputRule,
     DisaggDraftHiddenRule,
     IdleVerifyInputRule,
+    ParserImportRule,
 )

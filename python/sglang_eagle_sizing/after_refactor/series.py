@@ -73,19 +73,23 @@ back any one reader's own rule fails it. No GPU was used.
 PATCHES += (
     Patch(
         concerns.DRAFT_CHECK,
-        "[Spec] Check the EAGLE-3 drafter against its target before any weights load",
+        "[Spec] Check the EAGLE-3 drafter against its target, each target by its own rule",
         f"""\
 ## Motivation
 
-Nothing checks an EAGLE-3 drafter against its target before the weights load (the one
-drafter check at start-up is IQuest-Q1 MTP's, in `_handle_iquest_q1_mtp_draft`), and the aux
-layer ids are never range-checked (`--return-aux-hidden-state-layer-ids` is, in
+Nothing checks an EAGLE-3 drafter against its target (the one drafter check at start-up is
+IQuest-Q1 MTP's, in `_handle_iquest_q1_mtp_draft`), and the aux layer ids are never
+range-checked (`--return-aux-hidden-state-layer-ids` is, in
 `_check_capture_layer_ids_in_range`):
 
-- a layer id naming the target's last layer is never captured: `set_eagle3_layers_to_capture`
-  captures the input of layer `id + 1`, which does not exist, so the first request fails in
-  `fc` (on a Qwen2/Qwen3-MoE target `set_eagle3_layers_to_capture` indexes past the layers
-  at start-up instead);
+- each target class turns the ids into the layers it captures by its own rule in
+  `set_eagle3_layers_to_capture` (most capture the input of layer `id + 1`; DeepSeek-V2/V3,
+  Kimi-K2.5 and GLM-4-MoE-Lite take the ids as given unless the first is 1; GPT-OSS takes
+  ids ending at `num_hidden_layers` as given). Where that names the input of a layer past
+  the last one, only GPT-OSS and MiniMax-M3 capture it (the last layer's output, in their
+  final norm); every other class drops it, so the first request fails in `fc`, and Qwen2/
+  Qwen3-MoE, Qwen3-Next and Qwen3.5 index past their layers at start-up instead. The Gemma-3
+  drafter published with ids `[1, 29, 61]` for a 62-layer target is one such;
 - a drafter trained for another target width (`target_hidden_size`) fails at the first
   request in `fc`, or while its weights load;
 - a drafter without `target_hidden_size` is sized by its own `hidden_size`
@@ -94,25 +98,38 @@ layer ids are never range-checked (`--return-aux-hidden-state-layer-ids` is, in
 
 ## Modifications
 
-`validate_eagle3_draft_config` in `speculative/eagle3_draft_config.py`, called by
-`_resolve_eagle_aux_hidden_state` right after it parses the drafter's config: the target's
-start-up, before the target or the drafter loads any weights. Each refusal is a `ValueError`
-naming the key, its value and what the target expects. Loop models count
-`num_hidden_layers * num_loops` layers, as `_check_capture_layer_ids_in_range` does.
+In `speculative/eagle3_draft_config.py`:
+
+- `validate_eagle3_draft_config`, called by `_resolve_eagle_aux_hidden_state` right after it
+  parses the drafter's config, before any weights load: the hidden sizes, and ids past every
+  class's rule (above `num_hidden_layers`).
+- `set_eagle3_layers_to_capture(model, layer_ids)`, called by
+  `configure_aux_hidden_state_capture` instead of the model's method: it calls the class's
+  own method, reads back what it captures (`layers_to_capture` of the module that keeps it,
+  a delegating class's language model included) and refuses an index past the model's
+  layers, or equal to their number where the model does not capture the last layer's
+  output. `GptOssModel` and `MiniMaxM3Model`, whose forward captures `end_layer`, say so with
+  `captures_final_hidden_state = True`.
+
+Each refusal is a `ValueError` naming the key, its value and the limit (and the class, for
+the capture).
 
 ## Behaviour changes
 
 Drafters that would fail later (at the first request, or while loading weights) now fail at
-start-up with a message naming the key. A drafter with `use_aux_hidden_state: false` is not
+start-up with a message naming the key. What each class captures is unchanged: every id a
+class captures is still served as it was. A drafter with `use_aux_hidden_state: false` is not
 checked for aux hidden states.
 
 ## Tests
 
-`{TESTS}test_draft_check.py` (CPU, through `_resolve_eagle_aux_hidden_state` on a tiny Llama
-target and drafter written as config folders): ids up to the last layer but one served, the
-last layer refused, a wrong `target_hidden_size` refused, a drafter narrower than its target
-without `target_hidden_size` refused. Removing the call, or allowing the last layer, fails
-it. No GPU was used.
+`{TESTS}test_draft_check.py` (CPU, through `_resolve_eagle_aux_hidden_state` on a tiny
+Llama target and drafter written as config folders): ids up to `num_hidden_layers` left to
+the class, ids past it refused, a wrong `target_hidden_size` refused, a drafter narrower than
+its target without `target_hidden_size` refused. `{TESTS}test_capture_rule.py` (CPU,
+`configure_aux_hidden_state_capture` on Llama, DeepSeek-V3, GPT-OSS, Qwen3-MoE and Kimi-K2.5
+models holding only their layers): each class's own rule, GPT-OSS's last layer's output
+captured, the others' refused. No GPU was used.
 """,
     ),
 )
@@ -199,17 +216,24 @@ refuses is read again as a dict, converted by `speculators_eagle3_to_llama_confi
 the format, else `AutoConfig`'s error is raised again. The converter maps the format onto
 `LlamaForCausalLMEagle3`'s config: the decoder layer's keys, `draft_vocab_size`,
 `target_hidden_size`, the norm flags, and the layer ids as SGLang counts them (k - 1; id 0,
-the embeddings, is refused) beside the ids as the file declares them, which the check of
-the drafter against its target (`validate_eagle3_draft_config`) names when it refuses one.
-The weights need nothing: `layers.0.` is the name `LlamaForCausalLMEagle3.load_weights`
-already uses.
+the embeddings, is refused) beside the ids as the file declares them.
+`parse_eagle3_draft_config` gives those as `aux_hidden_state_indices`;
+`_resolve_eagle_aux_hidden_state` keeps them in `SpecAuxHiddenStateConfig`
+(`eagle_aux_hidden_state_indices`, passed by the model runner to
+`configure_aux_hidden_state_capture`), and `set_eagle3_layers_to_capture` gives the target's
+class the ids that make it capture exactly those hidden states: SGLang's (k - 1) for the
+classes that add 1, the indices themselves for DeepSeek-V2/V3's rule, which takes ids as given
+unless the first is 1. The weights need nothing: `layers.0.` is the name
+`LlamaForCausalLMEagle3.load_weights` already uses.
 
 ## Behaviour changes
 
-Speculators-format EAGLE-3 drafters load. A layer id of the format that the target cannot
-capture (0, the embeddings; `num_layers`, the final hidden state) is refused at start-up,
-naming the key and the ids as the file declares them (the second with the check of the
-drafter against its target). Other configs are read as before.
+Speculators-format EAGLE-3 drafters load, and every target captures the hidden states their
+ids name. A layer id of the format that the target cannot capture (0, the embeddings;
+`num_layers`, the final hidden state, which transformers gives after the final norm) is
+refused at start-up, naming the key and the ids as the file declares them; so is a drafter
+whose ids the target's rule cannot capture (DeepSeek-V3 takes no ids that capture
+`output_hidden_states[1]`). Other configs are read as before.
 
 ## Not in this patch
 
@@ -223,9 +247,9 @@ drafter trained with it drafts with the raw hidden states as the residual.
 `{TESTS}test_speculators_format.py` (CPU, `get_config` and the target's capture on config
 folders): the format reads as `LlamaForCausalLMEagle3`, a Llama config is left as it is, ids
 `[1, 3, 5]` capture SGLang's `[0, 2, 4]` (the hidden states `output_hidden_states[1, 3, 5]`
-of transformers), the final hidden state and the embeddings are refused, the final one
-naming the file's ids. Reading with `AutoConfig` alone, taking the ids as SGLang's, or a
-refusal naming SGLang's ids fails it. No GPU was used.
+of transformers), the same hidden states captured by a Llama and a DeepSeek-V3 model, the
+final hidden state and the embeddings refused, the final one naming the file's ids, and ids
+DeepSeek-V3's rule cannot capture refused. No GPU was used.
 """,
     ),
 )

@@ -15,7 +15,11 @@ from .inserted import (
     EAGLE3_DRAFT_CHECK,
     EAGLE3_DRAFT_CONFIG,
     EAGLE3_DRAFT_CONFIG_FILE,
-    SPECULATORS_LAYER_IDS_CHECK,
+    SPECULATORS_INDICES_CAPTURE,
+    SPECULATORS_INDICES_CHECK,
+    SPECULATORS_INDICES_FIELD,
+    SPECULATORS_INDICES_PARSED,
+    SPECULATORS_INDICES_RESOLVED,
 )
 
 #: ``num_aux = getattr(<config>, "num_aux_hidden_states", None)`` and the ``if num_aux is
@@ -30,6 +34,22 @@ AUX_COUNT_FUNCTIONS = (("models/kimi_k25_eagle3.py", "_get_eagle_aux_layer_count
 TARGET_CAPTURE = (
     "model_executor/model_runner_components/spec_aux_hidden_state.py",
     "_resolve_eagle_aux_hidden_state",
+)
+
+#: Where the built target captures: ``configure_aux_hidden_state_capture`` calls the class's
+#: ``set_eagle3_layers_to_capture``; the model runner's call of it passes the resolved
+#: ``SpecAuxHiddenStateConfig``'s fields, one by one.
+CAPTURE_CALL = (
+    "model_executor/model_runner_components/attention_backend_setup.py",
+    "configure_aux_hidden_state_capture",
+)
+CAPTURE_CALLER = ("model_executor/model_runner.py", "ModelRunner.init_attention_backends")
+CAPTURE_CONFIG = (TARGET_CAPTURE[0], "SpecAuxHiddenStateConfig")
+#: The target models whose forward captures the last layer's output when
+#: ``layers_to_capture`` holds ``end_layer`` (``self.end_layer in self.layers_to_capture``).
+FINAL_HIDDEN_STATE_MODELS = (
+    ("models/gpt_oss.py", "GptOssModel"),
+    ("models/minimax_m3.py", "MiniMaxM3Model"),
 )
 
 #: Where the server arguments decide the draft model's dtype: ``_handle_eagle_family``, after
@@ -74,6 +94,8 @@ SITE_FILES: tuple[str, ...] = tuple(
         {f for f, _ in AUX_COUNT_BLOCKS}
         | {f for f, _ in AUX_COUNT_FUNCTIONS}
         | {TARGET_CAPTURE[0], DRAFT_DTYPE[0], CONFIG_READ[0], DRAFTER_LAYER[0]}
+        | {CAPTURE_CALL[0], CAPTURE_CALLER[0]}
+        | {f for f, _ in FINAL_HIDDEN_STATE_MODELS}
         | {
             f
             for f, _ in (
@@ -94,7 +116,11 @@ NEW_MODULES = {
     EAGLE3_DRAFT_CONFIG_FILE: (
         (concerns.AUX_COUNT, EAGLE3_DRAFT_CONFIG),
         (concerns.DRAFT_CHECK, EAGLE3_DRAFT_CHECK),
-        (concerns.SPECULATORS_EAGLE3, SPECULATORS_LAYER_IDS_CHECK),
+        (concerns.SPECULATORS_EAGLE3, SPECULATORS_INDICES_FIELD),
+        (concerns.SPECULATORS_EAGLE3, SPECULATORS_INDICES_PARSED),
+        (concerns.SPECULATORS_EAGLE3, SPECULATORS_INDICES_CHECK),
+        (concerns.SPECULATORS_EAGLE3, SPECULATORS_INDICES_CAPTURE),
+        (concerns.SPECULATORS_EAGLE3, SPECULATORS_INDICES_RESOLVED),
     )
 }
 
@@ -106,6 +132,7 @@ TEST_CONCERNS = {
     UNIT_TESTS + "common.py": concerns.AUX_COUNT,
     UNIT_TESTS + "test_aux_layer_count.py": concerns.AUX_COUNT,
     UNIT_TESTS + "test_draft_check.py": concerns.DRAFT_CHECK,
+    UNIT_TESTS + "test_capture_rule.py": concerns.DRAFT_CHECK,
     UNIT_TESTS + "test_draft_dtype.py": concerns.DRAFT_DTYPE,
     UNIT_TESTS + "test_speculators_format.py": concerns.SPECULATORS_EAGLE3,
     UNIT_TESTS + "test_norm_variants.py": concerns.SPECULATORS_NORMS,

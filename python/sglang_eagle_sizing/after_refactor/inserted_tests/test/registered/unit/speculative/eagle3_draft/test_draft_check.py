@@ -23,16 +23,21 @@ class TestDraftCheck(DrafterTestCase):
         with self.published(server_args):
             return self.captured_layer_ids(server_args)
 
-    def test_layer_ids_up_to_the_last_layer_but_one(self):
-        last = TARGET_NUM_LAYERS - 2
-        self.assertEqual(self._capture(eagle_aux_hidden_state_layer_ids=[0, last]), [0, last])
+    def test_layer_ids_up_to_the_layer_count_are_left_to_the_targets_rule(self):
+        # Which hidden state an id names is the target class's rule, checked once the
+        # target is built; GPT-OSS captures its last layer's output for id num_layers.
+        self.assertEqual(
+            self._capture(eagle_aux_hidden_state_layer_ids=[0, TARGET_NUM_LAYERS]),
+            [0, TARGET_NUM_LAYERS],
+        )
 
-    def test_the_last_layer_is_refused(self):
-        # Its output, the final hidden state, is the input of no layer.
+    def test_ids_past_the_layer_count_are_refused(self):
         with self.assertRaisesRegex(
-            ValueError, rf"eagle_aux_hidden_state_layer_ids=\[1, {TARGET_NUM_LAYERS - 1}\].*{TARGET_NUM_LAYERS} layers"
+            ValueError,
+            rf"eagle_aux_hidden_state_layer_ids=\[1, {TARGET_NUM_LAYERS + 1}\]"
+            rf".*up to {TARGET_NUM_LAYERS}: the target has {TARGET_NUM_LAYERS} layers",
         ):
-            self._capture(eagle_aux_hidden_state_layer_ids=[1, TARGET_NUM_LAYERS - 1])
+            self._capture(eagle_aux_hidden_state_layer_ids=[1, TARGET_NUM_LAYERS + 1])
 
     def test_target_hidden_size_must_be_the_targets(self):
         with self.assertRaisesRegex(ValueError, rf"target_hidden_size=64.*{TARGET_HIDDEN_SIZE}"):
