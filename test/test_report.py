@@ -120,10 +120,11 @@ def test_report_says_which_hidden_states_each_drafter_is_handed(capsys):
     ):
         pair = data / name
         assert main(["report", "--json", str(pair / "draft"), str(pair / "target")]) == 0
-        assert json.loads(capsys.readouterr().out)["captured_hidden_states"] == captured, name
+        patched = json.loads(capsys.readouterr().out)["patched"]
+        assert patched["captured_hidden_states"] == captured, name
     pair = data / "llama-2-70b-chat__sglang-eagle1"
     assert main(["report", "--json", str(pair / "draft"), str(pair / "target")]) == 0
-    assert json.loads(capsys.readouterr().out)["captured_hidden_states"] is None
+    assert json.loads(capsys.readouterr().out)["patched"]["captured_hidden_states"] is None
 
 
 def test_report_refuses_ids_the_target_cannot_capture(capsys):
@@ -227,3 +228,93 @@ def test_a_missing_hidden_size_is_named_with_the_default_it_takes(tmp_path, caps
         "LlamaConfig (transformers): 4096"
     ) in out.splitlines()
     assert "defaulted: " + str(target) not in out
+
+
+# -- every shared pair, both families, one schema ---------------------------------------
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _all_pairs_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "report_all_pairs", REPO / "scripts" / "report_all_pairs.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _assert_schema(report: dict) -> None:
+    from sglang_eagle_sizing.after_refactor.report import SIDE_KEYS
+
+    for key in ("family", "algorithm", "draft", "target", "refusal", "patched", "pristine",
+                "pristine_source", "adaptations", "sites"):
+        assert key in report, key
+    assert "path" in report["draft"] and "path" in report["target"]
+    for side in ("patched", "pristine"):
+        assert set(SIDE_KEYS) <= set(report[side]), side
+    assert "captured_hidden_states" not in report  # one place: each tree's own object
+
+
+def test_report_answers_every_shared_pair_on_0_5_11(capsys):
+    """Every pair of test/data and /work/shared/drafters (one run per distinct pair): the JSON
+    of both trees, exit 0 or a refusal the patched tree names; each capture from the target
+    class's own method: Qwen3-MoE's delegated to its inner model, DeepSeek-V3's (Kimi-K2) and
+    GPT-OSS's adding 1 in 0.5.11."""
+    reports = {}
+    for name, folders in _all_pairs_script().pairs().items():
+        folder = folders[0]
+        code = main(["report", "--json", str(folder / "draft"), str(folder / "target")])
+        captured = capsys.readouterr()
+        report = json.loads(captured.out)
+        assert code == 0 or (code == 2 and report["refusal"]), (name, captured.err)
+        _assert_schema(report)
+        assert report["family"] == "0.5.9-0.5.11"
+        reports[name] = report
+    assert len(reports) >= 12
+    moe = reports["qwen3-30b-a3b__specforge-moe-draft-eagle3"]["patched"]
+    assert (moe["target_class"], moe["set_on"]) == ("Qwen3MoeForCausalLM", "self.model (Qwen3MoeModel)")
+    assert moe["captured_hidden_states"] == [2, 24, 45]
+    kimi = reports["kimi-k2-instruct__specforge-eagle3"]
+    assert kimi["patched"]["target_class"] == "DeepseekV3ForCausalLM"
+    assert kimi["patched"]["captured_hidden_states"] == kimi["pristine"]["captured_hidden_states"] == [3, 31, 59]
+    oss = reports["gpt-oss-20b__specforge-eagle3"]
+    assert oss["pristine"]["captured_hidden_states"] == [2, 12, 22]
+    # the release reads no speculators-format drafter; the patched tree does
+    spec = reports["gpt-oss-20b__nm-testing-speculators-eagle3"]
+    assert "speculators format" in spec["pristine"]["refusal"]
+    assert spec["patched"]["captured_hidden_states"] == [2, 12, 21]
+    # 0.5.11's Gemma-3 class has no set_eagle3_layers_to_capture: the release raises
+    gemma = reports["gemma-3-27b-it__specforge-eagle3"]
+    assert gemma["pristine"]["capture_error"].startswith("AttributeError")
+
+
+def test_report_answers_a_sample_of_shared_pairs_on_0_5_23():
+    """``report --sglang`` on 0.5.23 (each run two processes of ~20 s; scripts/report_all_pairs.py
+    runs every pair into docs/report-all-pairs.md): a delegating class (Qwen3-MoE), a
+    multimodal one (Gemma-3, its language_model and text_config) and an mxfp4-quantized
+    config (GPT-OSS), each captured by the class's own method."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    script = _all_pairs_script()
+    if script.TREES["0.5.23"] is None:
+        raise AssertionError(".venv-0.5.23 has no sglang; bash scripts/setup.sh makes it")
+    sources = script.pairs()
+    names = ("qwen3-30b-a3b__specforge-moe-draft-eagle3", "gemma-3-27b-it__specforge-eagle3",
+             "gpt-oss-20b__specforge-eagle3")
+    with ThreadPoolExecutor(2) as pool:
+        runs = dict(zip(names, pool.map(lambda n: script.run_report("0.5.23", sources[n][0]), names)))
+    for name, run in runs.items():
+        assert script.answered(run), (name, run["stderr"])
+        _assert_schema(run["report"])
+    moe = runs[names[0]]["report"]
+    assert moe["pristine"]["set_on"] == "self.model (Qwen3MoeModel)"
+    assert moe["pristine"]["captured_hidden_states"] == [2, 24, 45]
+    gemma = runs[names[1]]["report"]["pristine"]
+    assert gemma["target_class"] == "Gemma3ForConditionalGeneration"
+    assert gemma["set_on"] == "self.language_model.model (Gemma3TextModel)"
+    assert gemma["captured_hidden_states"] == [2, 30, 62]  # 62 layers: the final boundary
+    oss = runs[names[2]]["report"]
+    assert any("quantization_config (mxfp4)" in note for note in oss["adaptations"])
+    assert oss["pristine"]["captured_hidden_states"] == [2, 12, 22]

@@ -22,8 +22,6 @@ import json
 import logging
 import os
 import sys
-import textwrap
-import types
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -125,7 +123,9 @@ def resolver_0_5_23(target: str, draft: str):
     from sglang.srt.runtime_context import SpawnRanks, create_context, use_context
 
     server_args = _server_args(target, draft)
-    context = create_context(server_args, role="capture-rules", ranks=SpawnRanks(world_rank=0))
+    context = create_context(
+        server_args, role="capture-rules", ranks=SpawnRanks(world_rank=0)
+    )
     with use_context(context):
         struct = resolve_struct(server_args, ModelConfig.from_server_args(server_args))
     return configure_call(struct)
@@ -146,17 +146,20 @@ def capture_of(model_class, hf_config, call) -> dict:
     }
 
 
-def _runner_eagle3_block(runner_cls):
-    """The ``if`` of ``ModelRunner`` that sets ``self.eagle_aux_hidden_state_layer_ids``
-    (outermost), compiled, with the method it is in."""
-    for name, function in vars(runner_cls).items():
-        if not inspect.isfunction(function):
-            continue
-        source = textwrap.dedent(inspect.getsource(function))
-        if "eagle_aux_hidden_state_layer_ids" not in source:
-            continue
-        tree = ast.parse(source).body[0]
-        for node in ast.walk(tree):
+def _runner_parts(source: str) -> tuple[ast.If, ast.FunctionDef]:
+    """From a 0.5.9-0.5.11 ``model_runner.py``: the outermost ``if`` of ``ModelRunner`` that
+    sets ``self.eagle_aux_hidden_state_layer_ids``, and its ``init_aux_hidden_state_capture``.
+    """
+    module = ast.parse(source)
+    runner = next(
+        n
+        for n in module.body
+        if isinstance(n, ast.ClassDef) and n.name == "ModelRunner"
+    )
+    methods = [n for n in runner.body if isinstance(n, ast.FunctionDef)]
+    setter = next(m for m in methods if m.name == "init_aux_hidden_state_capture")
+    for method in methods:
+        for node in ast.walk(method):
             if isinstance(node, ast.If) and any(
                 isinstance(t, ast.Attribute)
                 and t.attr == "eagle_aux_hidden_state_layer_ids"
@@ -164,33 +167,33 @@ def _runner_eagle3_block(runner_cls):
                 if isinstance(sub, ast.Assign)
                 for t in sub.targets
             ):
-                module = ast.Module(body=[node], type_ignores=[])
-                return compile(module, f"<ModelRunner.{name}>", "exec"), function
+                return node, setter
     raise LookupError("ModelRunner sets no eagle_aux_hidden_state_layer_ids")
 
 
-def resolver_0_5_11(target: str, draft: str):
-    """(call on a model, what the runner passes) for a 0.5.9-0.5.11 tree: its
-    ``ModelRunner``'s own EAGLE-3 block run on a stand-in runner."""
-    from sglang.srt.configs.model_config import ModelConfig
-    from sglang.srt.model_executor.model_runner import ModelRunner
+def runner_0_5_11(source, filename, namespace, server_args, build_model_config, target):
+    """(call on a model, what the runner passes): ``ModelRunner``'s own EAGLE-3 block of a
+    0.5.9-0.5.11 ``model_runner.py`` (``source``), run on a stand-in runner whose
+    ``_build_model_config`` is ``build_model_config``, then its own
+    ``init_aux_hidden_state_capture``; ``namespace``: the module's globals; ``server_args``:
+    what the block reads as ``server_args``."""
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-    server_args = _server_args(target, draft)
+    block, setter = _runner_parts(source)
     runner = SimpleNamespace(
         spec_algorithm=SpeculativeAlgorithm.from_string("EAGLE3"),
         is_draft_worker=False,
         eagle_use_aux_hidden_state=False,
         eagle_aux_hidden_state_layer_ids=None,
         dflash_use_aux_hidden_state=False,
-        model_config=ModelConfig.from_server_args(server_args),
+        model_config=target,
+        _build_model_config=build_model_config,
     )
-    runner._build_model_config = types.MethodType(
-        ModelRunner._build_model_config, runner
-    )
-    code, function = _runner_eagle3_block(ModelRunner)
-    namespace = {"self": runner, "server_args": server_args}
-    exec(code, dict(function.__globals__), namespace)  # noqa: S102
+    code = compile(ast.Module(body=[block], type_ignores=[]), filename, "exec")
+    exec(code, namespace, {"self": runner, "server_args": server_args})  # noqa: S102
+    functions: dict = {}
+    code = compile(ast.Module(body=[setter], type_ignores=[]), filename, "exec")
+    exec(code, namespace, functions)  # noqa: S102
     passed = {
         "eagle_use_aux_hidden_state": runner.eagle_use_aux_hidden_state,
         "eagle_aux_hidden_state_layer_ids": runner.eagle_aux_hidden_state_layer_ids,
@@ -198,9 +201,29 @@ def resolver_0_5_11(target: str, draft: str):
 
     def call(model):
         runner.model = model
-        ModelRunner.init_aux_hidden_state_capture(runner)
+        functions["init_aux_hidden_state_capture"](runner)
 
     return call, passed
+
+
+def resolver_0_5_11(target: str, draft: str):
+    """(call on a model, what the runner passes) for the 0.5.9-0.5.11 tree on ``sys.path``."""
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.model_executor import model_runner
+
+    server_args = _server_args(target, draft)
+
+    def build_model_config(_server_args, **kwargs):
+        return ModelConfig.from_server_args(server_args, **kwargs)
+
+    return runner_0_5_11(
+        Path(model_runner.__file__).read_text(encoding="utf-8"),
+        model_runner.__file__,
+        dict(vars(model_runner)),
+        server_args,
+        build_model_config,
+        ModelConfig.from_server_args(server_args),
+    )
 
 
 def resolver(target: str, draft: str):

@@ -23,7 +23,7 @@ from . import transaction
 from .engine import FindingsCache, default_cache_dir
 from .patch import check_tree, rewrite_tree
 from .sites import GET_CONFIG_FILES, SITE_FILES, Kind, Phase
-from .after_refactor.report import ReportError
+from .after_refactor.report import ReportError, _captured_text, side
 from .families import BEFORE_REFACTOR
 from .tree import KNOWN_VERSION, SglangTree, TreeError
 
@@ -184,18 +184,20 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
         speculative_algorithm, pair.draft.hf_config
     )
     num_aux = parser.get_eagle_num_aux_hidden_states(pair.draft.hf_config)
-    captured = refusal = None
-    if speculative_algorithm.is_eagle3() and use_aux:
+    built = built_pair(pair, algorithm, patched_info)
+    patched_side = {"draft_dtype": str(built.draft.dtype)}
+    pristine_side = {"draft_dtype": str(pair.draft.dtype)}
+    if speculative_algorithm.is_eagle3():
         # the target refuses, at start-up, an id whose output it cannot capture; the sites
         # are still reported (the report says so and exits 2)
-        try:
-            layer_ids = patched_info.get_eagle_captured_layer_ids(
-                pair.draft.hf_config, pair.target
-            )
-            captured = captured_hidden_states(layer_ids, pair.target.num_hidden_layers)
-        except ValueError as exc:
-            refusal = str(exc)
-    built = built_pair(pair, algorithm, patched_info)
+        patched_side.update(tree_capture(trees.patched, pair, pair.draft))
+        readable = not any(
+            "the speculators format" in note for note in pair.adaptations
+        )
+        pristine_side.update(
+            tree_capture(trees.pristine, pair, pair.draft if readable else None)
+        )
+    refusal = patched_side.get("refusal")
     now = evaluate_tree(trees.patched, built, algorithm, settings, use_aux, num_aux)
     before = evaluate_tree(trees.pristine, pair, algorithm, settings, use_aux, num_aux)
     old = {(v.worker_kind, v.site.scope, v.occurrence): v for v in before}
@@ -236,15 +238,18 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
             }
         )
     return {
+        "family": BEFORE_REFACTOR.name,
         "algorithm": algorithm,
         "draft": _describe(pair.draft, pair.draft_path),
         "target": _describe(pair.target, pair.target_path),
         "eagle_use_aux_hidden_state": use_aux,
         "eagle_num_aux_hidden_states": num_aux,
-        # indices into transformers' output_hidden_states (0: the embeddings)
-        "captured_hidden_states": captured,
         # what the patched target refuses at start-up (None: nothing)
         "refusal": refusal,
+        # each tree's own answer (after_refactor.report.SIDE_KEYS, the same on 0.5.23):
+        # captured_hidden_states are indices into output_hidden_states (0: the embeddings)
+        "patched": side(patched_side),
+        "pristine": side(pristine_side),
         # the dtype the patched draft TpModelWorker builds the draft model in (--dtype auto)
         "draft_built_dtype": str(built.draft.dtype),
         "settings": {
@@ -262,15 +267,92 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
     }
 
 
-def captured_hidden_states(layer_ids: list[int] | None, num_layers: int) -> list[int]:
-    """The target's hidden states an EAGLE-3 drafter is handed, as indices into
-    transformers' ``output_hidden_states`` (0: the embeddings, ``k``: the output of layer
-    ``k - 1``). SGLang's targets capture the output of each layer id the drafter config
-    gives (``set_eagle3_layers_to_capture``: the input of layer ``id + 1``), else the
-    inputs of layers ``[2, L // 2, L - 3]``."""
-    if layer_ids is None:
-        return [2, num_layers // 2, num_layers - 3]
-    return [i + 1 for i in layer_ids]
+def _capture_rules():
+    """``capture_rules_probe.py`` by path: the capture-rules table's runner code and
+    stand-in builder, also run by the 0.5.23 report's probe (one implementation)."""
+    import importlib.util
+
+    name = "_sglang_eagle_sizing_capture_rules_probe"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, Path(__file__).with_name("capture_rules_probe.py")
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+def tree_capture(srt: Path, pair, draft) -> dict:
+    """What the tree whose site files are in ``srt`` captures on the target: its
+    ``ModelRunner``'s own EAGLE-3 block (the drafter's config ``draft``, as that tree reads
+    it; None: it cannot) and its ``init_aux_hidden_state_capture``, on a stand-in of the
+    target's class (``capture_standin.py``; the patch changes no target model class, so the
+    installed one is each tree's). ``refusal``: what the block raised."""
+    import ast
+    from types import SimpleNamespace
+
+    from sglang.srt.model_executor import model_runner
+    from sglang.srt.models.registry import ModelRegistry
+
+    from .evaluate import load_eagle_info, load_spec_info
+
+    if draft is None:
+        return {
+            "refusal": f"{pair.draft_path / 'config.json'}: the speculators format, which "
+            f"SGLang {KNOWN_VERSION} as released does not read"
+        }
+    rules = _capture_rules()
+    path = srt / "model_executor" / "model_runner.py"
+    source = path.read_text(encoding="utf-8")
+    substitutes = {
+        "sglang.srt.speculative.spec_info": load_spec_info(srt),
+        "sglang.srt.speculative.eagle_info": load_eagle_info(srt),
+    }
+    namespace = dict(vars(model_runner))
+    saved = {key: sys.modules.get(key) for key in substitutes}
+    sys.modules.update(substitutes)
+    out: dict = {}
+    try:
+        for node in ast.parse(source).body:  # the module's imports from the tree's own
+            if isinstance(node, ast.ImportFrom) and node.module in substitutes:
+                code = compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec")
+                exec(code, namespace)  # noqa: S102
+        server_args = SimpleNamespace(
+            speculative_draft_model_path=str(pair.draft_path),
+            speculative_draft_model_revision=None,
+        )
+        try:
+            call, passed = rules.runner_0_5_11(
+                source,
+                str(path),
+                namespace,
+                server_args,
+                lambda *a, **k: draft,
+                pair.target,
+            )
+        except ValueError as exc:
+            return {"refusal": str(exc)}
+        out["eagle_use_aux_hidden_state"] = passed["eagle_use_aux_hidden_state"]
+        out["layer_ids"] = passed["eagle_aux_hidden_state_layer_ids"]
+        if not passed["eagle_use_aux_hidden_state"]:
+            return out
+        model_class, _ = ModelRegistry.resolve_model_cls(
+            pair.target.hf_config.architectures
+        )
+        out["target_class"] = model_class.__name__
+        try:
+            out.update(rules.capture_of(model_class, pair.target.hf_config, call))
+        except Exception as exc:  # noqa: BLE001
+            # the class's own refusal, or what stopped it
+            out["capture_error"] = rules.standin.one_line(exc)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                sys.modules.pop(key, None)
+            else:
+                sys.modules[key] = value
+    return out
 
 
 def built_pair(pair, algorithm: str, patched_info):
@@ -359,10 +441,13 @@ def render(report: dict) -> str:
         f"  settings: {report['settings']['described']}",
         f"  0.5.11 values from {report['pristine_source']}",
     ]
-    if report.get("captured_hidden_states") is not None:
+    patched, pristine = report["patched"], report["pristine"]
+    if patched.get("eagle_use_aux_hidden_state"):
+        now, before = _captured_text(patched), _captured_text(pristine)
         lines.append(
-            f"  target captures hidden states {report['captured_hidden_states']} "
-            "(indices into transformers' output_hidden_states, 0: the embeddings)"
+            f"  target captures hidden states {now} "
+            "(indices into transformers' output_hidden_states, 0: the embeddings)   "
+            + ("0.5.11: same" if now == before else f"0.5.11: ! {before}")
         )
     for note in report["adaptations"]:
         lines.append(f"  adapted: {note}")
@@ -496,11 +581,11 @@ def run(args) -> int:
             text = render
     except (ConfigError, ValueError, TreeError, ReportError) as exc:
         return _error(exc)
+    if args.json:  # a refused pair too: each tree's answer, with the refusal in it
+        print(json.dumps(report, indent=2))
     if report["refusal"] is not None:
         return _error(report["refusal"])
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
+    if not args.json:
         sys.stdout.write(text(report))
     return 0
 

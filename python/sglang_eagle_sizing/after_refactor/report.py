@@ -57,6 +57,25 @@ class ReportError(Exception):
     """The tree's environment could not run the probe: the message says why."""
 
 
+#: the keys of ``patched`` and ``pristine`` in ``report --json``, on both release families
+#: (README, "report"): the patched tree's and the release's own answers for the pair
+SIDE_KEYS = (
+    "refusal",  # what the tree refuses at start-up (None: nothing)
+    "draft_dtype",  # the dtype the draft model is built in (--dtype auto)
+    "eagle_use_aux_hidden_state",
+    "layer_ids",  # what the target runner hands the class's set_eagle3_layers_to_capture
+    "captured_hidden_states",  # indices into output_hidden_states (0: the embeddings)
+    "target_class",  # the class whose own method computed captured_hidden_states
+    "capture_error",  # what stopped that method (None: nothing)
+)
+
+
+def side(values: dict) -> dict:
+    """``values`` with every ``SIDE_KEYS`` key (None where the tree gave none), then the
+    family's own extra keys."""
+    return {**{key: values.get(key) for key in SIDE_KEYS}, **values}
+
+
 # -- the two trees -------------------------------------------------------------------------
 def _package_root(tree: SglangTree) -> Path:
     """The folder to put on ``sys.path`` for the tree's ``sglang``."""
@@ -159,12 +178,13 @@ def build(draft: Path, target: Path, algorithm: str, tree: SglangTree) -> dict:
     return {
         "family": tree.family.name,
         "algorithm": algorithm,
-        "draft": str(draft),
-        "target": str(target),
+        "draft": {"path": str(draft)},
+        "target": {"path": str(target)},
         "pristine_source": origin,
         "refusal": patched["refusal"],
-        "patched": patched,
-        "pristine": pristine,
+        "patched": side(patched),
+        "pristine": side(pristine),
+        "adaptations": patched.get("adaptations", []),
         "sites": site_rows(patched, pristine),
     }
 
@@ -211,8 +231,8 @@ def render(report: dict) -> str:
     version = report["family"]
     lines = [
         f"EAGLE hidden-state sizes, {report['algorithm']}, SGLang {version}",
-        f"  draft   {report['draft']}",
-        f"  target  {report['target']}, {_short(patched.get('target_dtype'))}",
+        f"  draft   {report['draft']['path']}",
+        f"  target  {report['target']['path']}, {_short(patched.get('target_dtype'))}",
         f"  {version} values from {report['pristine_source']}",
         _line(
             "draft model built in",
@@ -221,12 +241,16 @@ def render(report: dict) -> str:
             version,
         ),
     ]
-    if "captured" in patched or "captured" in pristine:
+    for note in report.get("adaptations", []):
+        lines.append(f"  adapted: {note}")
+    if patched.get("eagle_use_aux_hidden_state") or pristine.get(
+        "eagle_use_aux_hidden_state"
+    ):
         lines.append(
             _line(
                 "target captures hidden states",
-                str(patched.get("captured")),
-                str(pristine.get("captured")),
+                _captured_text(patched),
+                _captured_text(pristine),
                 version,
             )
             + "   (indices into transformers' output_hidden_states, 0: the embeddings)"
@@ -255,6 +279,12 @@ def render(report: dict) -> str:
         else f"{version} computes the same at every site"
     )
     return "\n".join(lines) + "\n"
+
+
+def _captured_text(result: dict) -> str:
+    if result.get("capture_error"):
+        return f"{result.get('target_class')} raises {result['capture_error']}"
+    return str(result.get("captured_hidden_states"))
 
 
 def _line(label: str, now: str, before: str, version: str) -> str:
