@@ -55,22 +55,49 @@ def run_family(version: str, names: list[str], save: Path | None) -> dict:
     with tempfile.TemporaryDirectory(prefix="smoke-classes-") as scratch:
         work = Path(scratch)
         patched = work / "patched"
-        shutil.copytree(release_root(cache_dir(), family.known_version) / "sglang",
-                        patched / "sglang")
+        shutil.copytree(
+            release_root(cache_dir(), family.known_version) / "sglang", patched / "sglang"
+        )
         assert cli_main(["apply", "--quiet", str(patched / "sglang")]) == 0
-        where = machine(family)
+        where = machine(family) + f"; patch from {_patch_source()}"
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
         def on_case(report: dict) -> None:
             if save:
                 save.write_text(json.dumps({**report, "where": where, "when": when}, indent=2))
 
-        report = smoke(patched, class_cases_of(family, names), work, baseline=True,
-                       on_case=on_case, family=family)
+        report = smoke(
+            patched,
+            class_cases_of(family, names),
+            work,
+            baseline=True,
+            on_case=on_case,
+            family=family,
+        )
         report.update(where=where, when=when)
         if save:
             save.write_text(json.dumps(report, indent=2))
         return report
+
+
+def _patch_source() -> str:
+    """This checkout's commit, and whether its patch sources differ from it (other work in
+    progress): the patched tree is applied from the working tree."""
+    import subprocess
+
+    head = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(REPO), "status", "--porcelain", "python/"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    return f"{head or 'unknown'}{' with uncommitted changes' if dirty else ''}"
 
 
 def _short(error: str) -> str:
@@ -104,32 +131,28 @@ def _run_cells(entry: dict, run: dict | None, meant) -> list[str]:
 
 
 def release_tokens(entry: dict, report: dict) -> str:
-    """Whether the release's tokens equal the tree's run without speculation's: the smoke
-    compares the tree's run only, so the release's are compared here with the same
-    reference (the run without speculation of the same target on the patched tree)."""
-    rel = entry.get("release") or {}
+    """Whether the release's tokens equal transformers' ``generate``: the smoke compares the
+    patched tree's run with it, so the release's equal it when they equal the tree's, and
+    differ from it when they equal the tree's that differ. Otherwise unknown here."""
+    rel, tree = entry.get("release") or {}, entry["tree"]
     if rel.get("status") != "served":
         return "-"
-    tree = entry["tree"]
-    if tree.get("status") == "served" and not any("tokens differ" in p for p in entry["problems"]):
-        return "yes" if rel.get("outputs") == tree.get("outputs") else "**no**"
-    for plain in report.get("plain", {}).values():
-        if plain.get("status") == "served":
-            got = rel.get("outputs", {})
-            if all(plain["outputs"].get(b) == v for b, v in got.items()) and got:
-                return "yes"
-    return "?"
+    if tree.get("status") == "served" and rel.get("outputs") == tree.get("outputs"):
+        return "no" if any("transformers" in p for p in entry["problems"]) else "yes"
+    return "other tokens than the patched tree's" if tree.get("status") == "served" else "?"
 
 
 def table(reports: list[dict]) -> str:
     lines = [START, ""]
     for report in reports:
-        lines.append(f"- {report['release']}: run {report.get('when', '?')} on "
-                     f"{report.get('where', '?')}")
+        lines.append(
+            f"- {report['release']}: run {report.get('when', '?')} on "
+            f"{report.get('where', '?')}"
+        )
     lines += [
         "",
         "| class | family | drafter | tree | result | tokens = transformers | accept length | "
-        "captured (output_hidden_states) | drafter's ids mean | captured = meant | error |",
+        "captured (output_hidden_states) | expected | captured = expected | error |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     arch = {short: spec[0] for short, spec in CLASSES.items()}
@@ -138,15 +161,42 @@ def table(reports: list[dict]) -> str:
             name = entry["case"]
             short = next((s for s in CLASSES if name.startswith(s + "-")), name)
             style = "speculators" if "-speculators-" in name else "SpecForge"
-            meant = entry.get("meant")
-            meant_text = "[" + ", ".join(meant) + "]" if meant else "-"
+            # speculators ids name output_hidden_states indices on every class; SGLang's
+            # (SpecForge's) mean what the unpatched release's class captures
+            meant = entry.get("meant") if style == "speculators" else None
+            release_capture = ((entry.get("release") or {}).get("capture") or {}).get("captured")
             for label, run in (("patched", entry["tree"]), ("unpatched", entry.get("release"))):
-                cells = _run_cells(entry, run, meant)
+                if meant is not None:
+                    expected, expected_text = meant, "[" + ", ".join(meant) + "]"
+                elif label == "patched" and release_capture is not None:
+                    expected = release_capture
+                    expected_text = (
+                        "as unpatched: [" + ", ".join(str(k) for k in release_capture) + "]"
+                    )
+                else:
+                    expected, expected_text = None, "-"
+                cells = _run_cells(entry, run, expected)
                 if label == "unpatched":
                     cells[1] = release_tokens(entry, report)
-                lines.append("| " + " | ".join(
-                    [f"`{arch.get(short, short)}`", report["release"], style, label, cells[0],
-                     cells[1], cells[2], cells[3], meant_text, cells[4], cells[5]]) + " |")
+                lines.append(
+                    "| "
+                    + " | ".join(
+                        [
+                            f"`{arch.get(short, short)}`",
+                            report["release"],
+                            style,
+                            label,
+                            cells[0],
+                            cells[1],
+                            cells[2],
+                            cells[3],
+                            expected_text,
+                            cells[4],
+                            cells[5],
+                        ]
+                    )
+                    + " |"
+                )
     lines += ["", END]
     return "\n".join(lines) + "\n"
 
@@ -157,16 +207,21 @@ def _merge(files: list[Path]) -> list[dict]:
     for path in files:
         report = json.loads(path.read_text())
         known = by_family.setdefault(report["release"], {**report, "cases": []})
-        known["cases"] = [c for c in known["cases"]
-                          if c["case"] not in {e["case"] for e in report["cases"]}]
+        known["cases"] = [
+            c for c in known["cases"] if c["case"] not in {e["case"] for e in report["cases"]}
+        ]
         known["cases"] += report["cases"]
         known["plain"] = {**known.get("plain", {}), **report.get("plain", {})}
         if known is not report:
             known["when"] = f"{known.get('when')}; {report.get('when')}"
     order = {short: i for i, short in enumerate(CLASSES)}
     for report in by_family.values():
-        report["cases"].sort(key=lambda e: (
-            next((order[s] for s in CLASSES if e["case"].startswith(s + "-")), 99), e["case"]))
+        report["cases"].sort(
+            key=lambda e: (
+                next((order[s] for s in CLASSES if e["case"].startswith(s + "-")), 99),
+                e["case"],
+            )
+        )
     return [by_family[v] for v in ("0.5.23", "0.5.11") if v in by_family]
 
 
@@ -174,8 +229,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", action="append", choices=sorted(FAMILIES), default=[])
     parser.add_argument("--case", action="append", default=[], metavar="NAME")
-    parser.add_argument("--save-json", metavar="FILE",
-                        help="keep the run (with --family twice: FILE gets the family's suffix)")
+    parser.add_argument(
+        "--save-json",
+        metavar="FILE",
+        help="keep the run (with --family twice: FILE gets the family's suffix)",
+    )
     parser.add_argument("--from-json", nargs="+", metavar="FILE")
     parser.add_argument("--write", metavar="DOC")
     args = parser.parse_args()

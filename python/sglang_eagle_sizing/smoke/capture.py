@@ -124,12 +124,12 @@ def captured_states(aux_dir: Path, target_dir: Path, prompts, hidden: int) -> di
 
 
 def meant_states(drafter, target) -> list[str] | None:
-    """The hidden states a drafter's declared ids name by its format's owner
-    (``models.hidden_state_of``: the speculators library's index as given; SGLang's id ``i``,
-    which SpecForge trains with, the output of layer ``i``, ``i + 1``), as labels; None
-    without ids."""
+    """The hidden states a speculators drafter's declared ids name, as labels: the library's
+    index as given (``models.hidden_state_of``), on every class. None for SGLang's ids
+    (SpecForge's), whose meaning is the class's own rule in each release (what the unpatched
+    release captures), and without ids."""
     from .models import hidden_state_of
 
-    if drafter is None or drafter.aux_layer_ids is None:
+    if drafter is None or drafter.aux_layer_ids is None or drafter.format != "speculators":
         return None
     return [str(hidden_state_of(i, drafter.format)) for i in drafter.aux_layer_ids]

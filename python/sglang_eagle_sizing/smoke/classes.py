@@ -12,7 +12,8 @@ oracle of what the target captured (``capture.py``).
 The embedding is ``models.embedding_table`` and the LM head row ``y`` its row ``y - 1``, as
 the ``shift`` craft's target (``models.target_tensors``): the target maps a token ``x`` mostly
 to ``x + 1`` (clear greedy margins, so another kernel gives the same tokens) and the
-``shift`` drafters of ``models.py``, whose embedding is the same table, guess ``t + 1``. The
+``shift`` drafters of ``models.py``, whose embedding is the same table, guess ``t + 1``.
+Gemma-3 ties its head to the embedding (as its checkpoints do): no shift, few drafts accepted. The
 layers keep transformers' random initialisation (scaled by ``LAYER_SCALE``): each changes the
 state enough that the hidden states of two layers are told apart.
 """
@@ -139,8 +140,11 @@ def config_of(spec) -> dict:
             },
         }
     if arch == "Gemma3ForCausalLM":
+        # tied, as every Gemma-3 checkpoint: SGLang's Gemma3ForCausalLM reads no lm_head and
+        # scores with the embedding (an untied head served one token lower than transformers)
         return {
             **common,
+            "tie_word_embeddings": True,
             "intermediate_size": INTERMEDIATE,
             "num_key_value_heads": spec.num_kv_heads,
             "head_dim": h // heads,
@@ -177,7 +181,8 @@ def build_class_target(spec, folder: Path) -> Path:
             embed.copy_(E / spec.hidden_size**0.5)
         else:
             embed.copy_(E)
-        model.get_output_embeddings().weight.copy_(torch.roll(E, shifts=1, dims=0))
+        if not config.tie_word_embeddings:
+            model.get_output_embeddings().weight.copy_(torch.roll(E, shifts=1, dims=0))
     model.to(getattr(torch, spec.dtype))
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
