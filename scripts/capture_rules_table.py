@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -292,7 +293,10 @@ def render(families: dict, num_layers: int, timings: dict) -> str:
         "set, i.e. indices into transformers' `output_hidden_states` (0 = embeddings, k = output of",
         "layer k-1); `X → **Y**`: the released tree captures X, the patched Y; an exception name:",
         "the call raised it (`IndexError`: the class flags `layers[id]` and there is no such",
-        "layer); `refused`: the tree refused the drafter before the call. The ids the runner",
+        "layer, a crash at start-up; `ValueError`: the tree's start-up refusal, raised by",
+        "`configure_aux_hidden_state_capture` after the class's own rule); `refused`: the tree",
+        "refused the drafter before the call (`CASES/`: the drafter folders the script",
+        "writes in a scratch folder). The ids the runner",
         f"hands the class were resolved against a Llama target config of {num_layers} layers (the",
         "runner's resolution reads the drafter's config; the class's own rule is applied by its",
         "method). `forward captures L`: read from the source of the forward of the module that",
@@ -304,7 +308,8 @@ def render(families: dict, num_layers: int, timings: dict) -> str:
     ]
     for family, results in families.items():
         lines += render_family(family, results, num_layers, timings[family]) + [""]
-    return "\n".join(lines)
+    # the drafter folders live in a scratch folder of another name each run
+    return re.sub(r"/tmp/capture-rules-[A-Za-z0-9_]+/", "CASES/", "\n".join(lines))
 
 
 def main(argv=None) -> int:

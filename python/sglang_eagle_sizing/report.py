@@ -343,6 +343,8 @@ def tree_capture(srt: Path, pair, draft) -> dict:
         out["target_class"] = model_class.__name__
         try:
             out.update(rules.capture_of(model_class, pair.target.hf_config, call))
+        except ValueError as exc:  # the runner's start-up refusal
+            out["refusal"] = " ".join(str(exc).split())
         except Exception as exc:  # noqa: BLE001
             # the class's own refusal, or what stopped it
             out["capture_error"] = rules.standin.one_line(exc)

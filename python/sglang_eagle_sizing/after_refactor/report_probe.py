@@ -105,6 +105,8 @@ def _captured(server_args, target):
     out["target_class"] = model_class.__name__
     try:
         out.update(rules.capture_of(model_class, target.hf_config, call))
+    except ValueError as exc:  # the runner's start-up refusal
+        out["refusal"] = " ".join(str(exc).split())
     except Exception as exc:  # noqa: BLE001
         # the class's own refusal, or what stopped it
         out["capture_error"] = rules.standin.one_line(exc)
