@@ -301,12 +301,12 @@ INDICES_FIELD_TEXT = """# Indices into the target's hidden states a speculators 
 eagle_aux_hidden_state_indices: Any = None
 """
 
-#: Class attribute of the target models whose forward captures ``end_layer`` (the last
-#: layer's output, before the final norm) when ``layers_to_capture`` holds it
+#: Class attribute of the target models whose forward captures the last layer's output
+#: (before the final norm) when ``layers_to_capture`` holds the layer count
 #: (``draft-check``).
 FINAL_HIDDEN_STATE_FLAG = "captures_final_hidden_state"
-FINAL_HIDDEN_STATE_TEXT = """# EAGLE-3: layers_to_capture may hold end_layer, the last layer's output
-# (captured before the final norm).
+FINAL_HIDDEN_STATE_TEXT = """# EAGLE-3: layers_to_capture may hold the layer count: the last layer's
+# output, captured before the final norm.
 captures_final_hidden_state = True
 """
 

@@ -1143,10 +1143,10 @@ class CaptureConfigFieldRule(Rule):
 
 
 def _captures_end_layer(node: cst.CSTNode) -> bool:
-    """``self.end_layer in self.layers_to_capture``."""
+    """``self.end_layer in self.layers_to_capture`` or ``num_layers in ...``."""
     return (
         isinstance(node, cst.Comparison)
-        and dotted(node.left) == "self.end_layer"
+        and dotted(node.left) in ("self.end_layer", "num_layers")
         and len(node.comparisons) == 1
         and isinstance(node.comparisons[0].operator, cst.In)
         and dotted(node.comparisons[0].comparator) == "self.layers_to_capture"

@@ -86,10 +86,10 @@ range-checked (`--return-aux-hidden-state-layer-ids` is, in
   `set_eagle3_layers_to_capture` (most capture the input of layer `id + 1`; DeepSeek-V2/V3,
   Kimi-K2.5 and GLM-4-MoE-Lite take the ids as given unless the first is 1; GPT-OSS takes
   ids ending at `num_hidden_layers` as given). Where that names the input of a layer past
-  the last one, only GPT-OSS and MiniMax-M3 capture it (the last layer's output, in their
-  final norm); every other class drops it, so the first request fails in `fc`, and Qwen2/
-  Qwen3-MoE, Qwen3-Next and Qwen3.5 index past their layers at start-up instead. The Gemma-3
-  drafter published with ids `[1, 29, 61]` for a 62-layer target is one such;
+  the last one, GPT-OSS, Gemma-3, Gemma-4 and MiniMax-M3 capture the last layer's output
+  after their layer loop; every other class drops it, so the first request fails in `fc`
+  (a Llama or DeepSeek-V3 drafter with the target's last layer id), and Qwen2/Qwen3-MoE,
+  Qwen3-Next and Qwen3.5 index past their layers at start-up instead;
 - a drafter trained for another target width (`target_hidden_size`) fails at the first
   request in `fc`, or while its weights load;
 - a drafter without `target_hidden_size` is sized by its own `hidden_size`
@@ -108,8 +108,8 @@ In `speculative/eagle3_draft_config.py`:
   own method, reads back what it captures (`layers_to_capture` of the module that keeps it,
   a delegating class's language model included) and refuses an index past the model's
   layers, or equal to their number where the model does not capture the last layer's
-  output. `GptOssModel` and `MiniMaxM3Model`, whose forward captures `end_layer`, say so with
-  `captures_final_hidden_state = True`.
+  output. `Gemma3TextModel`, `Gemma4TextModel`, `GptOssModel` and `MiniMaxM3Model`, whose
+  forward captures it, say so with `captures_final_hidden_state = True`.
 
 Each refusal is a `ValueError` naming the key, its value and the limit (and the class, for
 the capture).
@@ -127,9 +127,9 @@ checked for aux hidden states.
 Llama target and drafter written as config folders): ids up to `num_hidden_layers` left to
 the class, ids past it refused, a wrong `target_hidden_size` refused, a drafter narrower than
 its target without `target_hidden_size` refused. `{TESTS}test_capture_rule.py` (CPU,
-`configure_aux_hidden_state_capture` on Llama, DeepSeek-V3, GPT-OSS, Qwen3-MoE and Kimi-K2.5
-models holding only their layers): each class's own rule, GPT-OSS's last layer's output
-captured, the others' refused. No GPU was used.
+`configure_aux_hidden_state_capture` on Llama, DeepSeek-V3, GPT-OSS, Gemma-3, Qwen3-MoE and
+Kimi-K2.5 models holding only their layers): each class's own rule, GPT-OSS's and Gemma-3's
+last layer's output captured, the others' refused. No GPU was used.
 """,
     ),
 )

@@ -46,8 +46,11 @@ CAPTURE_CALL = (
 CAPTURE_CALLER = ("model_executor/model_runner.py", "ModelRunner.init_attention_backends")
 CAPTURE_CONFIG = (TARGET_CAPTURE[0], "SpecAuxHiddenStateConfig")
 #: The target models whose forward captures the last layer's output when
-#: ``layers_to_capture`` holds ``end_layer`` (``self.end_layer in self.layers_to_capture``).
+#: ``layers_to_capture`` holds the layer count (``self.end_layer in self.layers_to_capture``,
+#: ``num_layers in self.layers_to_capture`` after the layer loop).
 FINAL_HIDDEN_STATE_MODELS = (
+    ("models/gemma3_causal.py", "Gemma3TextModel"),
+    ("models/gemma4_causal.py", "Gemma4TextModel"),
     ("models/gpt_oss.py", "GptOssModel"),
     ("models/minimax_m3.py", "MiniMaxM3Model"),
 )

@@ -14,6 +14,7 @@ from sglang.srt.model_executor.model_runner_components.attention_backend_setup i
     configure_aux_hidden_state_capture,
 )
 from sglang.srt.models.deepseek_v2 import DeepseekV2Model, DeepseekV3ForCausalLM
+from sglang.srt.models.gemma3_causal import Gemma3ForCausalLM, Gemma3TextModel
 from sglang.srt.models.gpt_oss import GptOssForCausalLM, GptOssModel
 from sglang.srt.models.kimi_k25 import KimiK25ForConditionalGeneration
 from sglang.srt.models.llama import LlamaForCausalLM, LlamaModel
@@ -77,6 +78,12 @@ class TestCaptureRule(CustomTestCase):
         self.assertEqual(
             self.captured(GptOssForCausalLM, GptOssModel, [1, 3, last - 1]),
             [2, 4, last],
+        )
+
+    def test_gemma3_captures_its_last_layers_output(self):
+        self.assertEqual(
+            self.captured(Gemma3ForCausalLM, Gemma3TextModel, [1, 3, NUM_LAYERS - 1]),
+            [2, 4, NUM_LAYERS],
         )
 
     def test_the_last_layers_output_is_refused_where_the_target_drops_it(self):
