@@ -145,10 +145,10 @@ def release_tokens(entry: dict, report: dict) -> str:
 def table(reports: list[dict]) -> str:
     lines = [START, ""]
     for report in reports:
-        lines.append(
-            f"- {report['release']}: run {report.get('when', '?')} on "
-            f"{report.get('where', '?')}"
-        )
+        runs = report.get("runs") or [(report.get("when", "?"), report.get("where", "?"), [])]
+        for when, where, names in runs:
+            which = f" ({', '.join(names)})" if len(runs) > 1 else ""
+            lines.append(f"- {report['release']}{which}: run {when} on {where}")
     lines += [
         "",
         "| class | family | drafter | tree | result | tokens = transformers | accept length | "
@@ -202,18 +202,16 @@ def table(reports: list[dict]) -> str:
 
 
 def _merge(files: list[Path]) -> list[dict]:
-    """One report per family; a later file's case replaces an earlier one's."""
+    """One report per family; a later file's case replaces an earlier one's. Each report's
+    ``runs`` names the runs it joins (when, where, which cases)."""
     by_family: dict[str, dict] = {}
     for path in files:
         report = json.loads(path.read_text())
-        known = by_family.setdefault(report["release"], {**report, "cases": []})
-        known["cases"] = [
-            c for c in known["cases"] if c["case"] not in {e["case"] for e in report["cases"]}
-        ]
+        known = by_family.setdefault(report["release"], {**report, "cases": [], "runs": []})
+        names = {e["case"] for e in report["cases"]}
+        known["cases"] = [c for c in known["cases"] if c["case"] not in names]
         known["cases"] += report["cases"]
-        known["plain"] = {**known.get("plain", {}), **report.get("plain", {})}
-        if known is not report:
-            known["when"] = f"{known.get('when')}; {report.get('when')}"
+        known["runs"].append((report.get("when", "?"), report.get("where", "?"), sorted(names)))
     order = {short: i for i, short in enumerate(CLASSES)}
     for report in by_family.values():
         report["cases"].sort(

@@ -127,6 +127,9 @@ def config_of(spec) -> dict:
                 "sliding_attention" if i % 2 == 0 else "full_attention"
                 for i in range(spec.num_layers)
             ],
+            # the real checkpoints' clamp of the SwiGLU (transformers' experts clamp at 7.0;
+            # 0.5.11's gpt_oss.py reads the key and fails without it)
+            "swiglu_limit": 7.0,
             # the real checkpoints' YaRN
             "max_position_embeddings": 131072,
             "rope_parameters": {
