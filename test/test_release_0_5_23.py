@@ -344,6 +344,34 @@ def test_report_gives_every_site_as_patched_next_to_0_5_23(fork, tmp_path):
     assert out.endswith("10 site values differ from 0.5.23 (marked !)\n")
 
 
+SPECULATORS = ROOT / "test" / "data" / "llama3.1-8b-instruct__speculators-eagle3-4-aux-ids"
+KIMI = ROOT / "test" / "data" / "kimi-k2-instruct__specforge-eagle3"
+
+
+def test_report_a_speculators_drafter_on_deepseek_captures_the_states_its_ids_name(
+    fork, tmp_path
+):
+    """DeepSeek-V3 takes SGLang's ids as given unless the first is 1: the patched tree gives
+    it the ids that capture output_hidden_states[3, 31, 59], not SGLang's [2, 30, 58]."""
+    config = json.loads((SPECULATORS / "draft" / "config.json").read_text())
+    layer = {**config["transformer_layer_config"], "hidden_size": 7168}
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    (draft / "config.json").write_text(
+        json.dumps(
+            {
+                **config,
+                "eagle_aux_hidden_state_layer_ids": [3, 31, 59],
+                "transformer_layer_config": layer,
+            }
+        )
+    )
+    report = _report_json(fork, draft, KIMI / "target")
+    assert report["patched"]["target_class"] == "DeepseekV3ForCausalLM"
+    assert report["patched"]["layer_ids"] == [2, 30, 58]
+    assert report["patched"]["captured_hidden_states"] == [3, 31, 59]
+
+
 def test_report_on_a_patched_tree_reads_0_5_23_from_what_apply_saved(fork):
     assert run("apply", str(fork))[0] == 0
     report = _report_json(fork, PAIR / "draft")

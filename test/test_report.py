@@ -315,6 +315,9 @@ def test_report_answers_a_sample_of_shared_pairs_on_0_5_23():
     assert gemma["target_class"] == "Gemma3ForConditionalGeneration"
     assert gemma["set_on"] == "self.language_model.model (Gemma3TextModel)"
     assert gemma["captured_hidden_states"] == [2, 30, 62]  # 62 layers: the final boundary
+    # Gemma-3's model captures its last layer's output: the patched tree serves it as well
+    patched = runs[names[1]]["report"]["patched"]
+    assert (patched["refusal"], patched["captured_hidden_states"]) == (None, [2, 30, 62])
     oss = runs[names[2]]["report"]
     assert any("quantization_config (mxfp4)" in note for note in oss["adaptations"])
     assert oss["pristine"]["captured_hidden_states"] == [2, 12, 22]
