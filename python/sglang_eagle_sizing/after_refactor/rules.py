@@ -929,39 +929,71 @@ class DisaggDraftHiddenRule(_OneStatementRule):
         )
 
 
-class IdleVerifyInputRule(Rule):
+class _ClassRule(Rule):
+    """A rule owning classes, ``places`` (``(file, class)`` pairs): ``rewrite_class`` returns a
+    class's new body (``None``: unchanged) and reports what it found; a class of a place its
+    file does not have fails the rewrite (renamed or moved: reported, not skipped)."""
+
+    places: tuple[tuple[str, str], ...] = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.files = frozenset(f for f, _ in cls.places)  # the files its places name
+
+    def __init__(self, file: str):
+        super().__init__(file)
+        self.found: set[str] = set()
+
+    def rewrite_class(self, node: cst.ClassDef, body: list) -> list | None:
+        raise NotImplementedError
+
+    def leave_ClassDef(self, original_node, updated_node):
+        name = original_node.name.value
+        updated_node = super().leave_ClassDef(original_node, updated_node)
+        if (self.file, name) not in self.places or self._scope:
+            return updated_node
+        self.found.add(name)
+        body = self.rewrite_class(original_node, list(updated_node.body.body))
+        if body is None:
+            return updated_node
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+
+    def leave_Module(self, original_node, updated_node):
+        missing = [n for f, n in self.places if f == self.file and n not in self.found]
+        if missing:
+            raise self.fail(original_node, f"no class {', '.join(missing)}")
+        return updated_node
+
+
+def _fields_of(body: list) -> list[int]:
+    """The indices of ``body``'s annotated fields."""
+    return [
+        i
+        for i, s in enumerate(body)
+        if isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.AnnAssign)
+    ]
+
+
+class IdleVerifyInputRule(_ClassRule):
     """``EagleVerifyInput`` gets the ``kv_indptr`` / ``kv_indices`` fields (``None``) the
     attention backends read of a decode or idle batch's ``spec_info``, after its last field:
     an idle verify batch padded under DP attention is then laid out from its own rows, as an
     idle draft input's is."""
 
     concerns = (concerns.IDLE_VERIFY_KV,)
-    files = frozenset({IDLE_VERIFY_INPUT[0]})
+    places = (IDLE_VERIFY_INPUT,)
     FIELDS = ("kv_indptr", "kv_indices")
 
-    def __init__(self, file: str):
-        super().__init__(file)
-        self.found = False
-
-    def leave_ClassDef(self, original_node, updated_node):
-        name = original_node.name.value
-        updated_node = super().leave_ClassDef(original_node, updated_node)
-        if name != IDLE_VERIFY_INPUT[1] or self._scope:
-            return updated_node
-        self.found = True
-        body = list(updated_node.body.body)
-        fields = [
-            i for i, s in enumerate(body)
-            if isinstance(s, cst.SimpleStatementLine)
-            and isinstance(s.body[0], cst.AnnAssign)
-        ]
+    def rewrite_class(self, node, body):
+        name = node.name.value
+        fields = _fields_of(body)
         names = {dotted(body[i].body[0].target) for i in fields}
         if set(self.FIELDS) <= names:
-            self.report(original_node, LABEL_IDLE_VERIFY, Finding.ROUTED, name)
-            return updated_node
+            self.report(node, LABEL_IDLE_VERIFY, Finding.ROUTED, name)
+            return None
         if names & set(self.FIELDS) or not fields:
-            raise self.fail(original_node, f"{name}: its fields are not the ones the rule knows")
-        self.report(original_node, LABEL_IDLE_VERIFY, Finding.UNROUTED, name)
+            raise self.fail(node, f"{name}: its fields are not the ones the rule knows")
+        self.report(node, LABEL_IDLE_VERIFY, Finding.UNROUTED, name)
         new = statements_with_comments(
             "\n# The attention backends read these of a decode or idle batch's spec_info.\n"
             "# A verify input has no KV layout of its own: an idle verify batch (padded\n"
@@ -971,12 +1003,7 @@ class IdleVerifyInputRule(Rule):
         )
         new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(indent=False), *new[0].leading_lines])
         body[fields[-1] + 1 : fields[-1] + 1] = new
-        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
-
-    def leave_Module(self, original_node, updated_node):
-        if not self.found:
-            raise self.fail(original_node, f"no class {IDLE_VERIFY_INPUT[1]}")
-        return updated_node
+        return body
 
 
 LABEL_CAPTURE = "capture-rule"
@@ -1097,49 +1124,26 @@ class CaptureCallerRule(_ScopedRule):
         return updated_node
 
 
-def _fields_of(body: list) -> list[int]:
-    return [
-        i
-        for i, s in enumerate(body)
-        if isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.AnnAssign)
-    ]
-
-
-class CaptureConfigFieldRule(Rule):
+class CaptureConfigFieldRule(_ClassRule):
     """``SpecAuxHiddenStateConfig`` gets ``eagle_aux_hidden_state_indices`` after
     ``eagle_aux_hidden_state_layer_ids``: what ``_resolve_eagle_aux_hidden_state`` reads of a
     speculators drafter for the capture."""
 
     concerns = (concerns.SPECULATORS_EAGLE3,)
-    files = frozenset({CAPTURE_CONFIG[0]})
+    places = (CAPTURE_CONFIG,)
 
-    def __init__(self, file: str):
-        super().__init__(file)
-        self.found = False
-
-    def leave_ClassDef(self, original_node, updated_node):
-        name = original_node.name.value
-        updated_node = super().leave_ClassDef(original_node, updated_node)
-        if name != CAPTURE_CONFIG[1] or self._scope:
-            return updated_node
-        self.found = True
-        body = list(updated_node.body.body)
+    def rewrite_class(self, node, body):
+        name = node.name.value
         fields = {dotted(body[i].body[0].target): i for i in _fields_of(body)}
         if INDICES_FIELD in fields:
-            self.report(original_node, LABEL_CAPTURE, Finding.ROUTED, name)
-            return updated_node
+            self.report(node, LABEL_CAPTURE, Finding.ROUTED, name)
+            return None
         if LAYER_IDS_PARAM not in fields:
-            raise self.fail(original_node, f"{name}: no field {LAYER_IDS_PARAM}")
-        self.report(original_node, LABEL_CAPTURE, Finding.UNROUTED, name)
-        new = statements_with_comments(INDICES_FIELD_TEXT, 4)
+            raise self.fail(node, f"{name}: no field {LAYER_IDS_PARAM}")
+        self.report(node, LABEL_CAPTURE, Finding.UNROUTED, name)
         index = fields[LAYER_IDS_PARAM] + 1
-        body[index:index] = new
-        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
-
-    def leave_Module(self, original_node, updated_node):
-        if not self.found:
-            raise self.fail(original_node, f"no class {CAPTURE_CONFIG[1]}")
-        return updated_node
+        body[index:index] = statements_with_comments(INDICES_FIELD_TEXT, 4)
+        return body
 
 
 def _captures_end_layer(node: cst.CSTNode) -> bool:
@@ -1161,32 +1165,22 @@ def _blanks(lines) -> list:
     return [line for line in lines if line.comment is None]
 
 
-class FinalHiddenStateRule(Rule):
-    """The target models whose forward captures ``end_layer`` (the last layer's output)
-    say so, for the capture check: ``captures_final_hidden_state = True`` before their
-    first method."""
+class FinalHiddenStateRule(_ClassRule):
+    """The target models whose forward captures the last layer's output say so, for the
+    capture check: ``captures_final_hidden_state = True`` before their first method."""
 
     concerns = (concerns.DRAFT_CHECK,)
-    files = frozenset(f for f, _ in FINAL_HIDDEN_STATE_MODELS)
+    places = FINAL_HIDDEN_STATE_MODELS
 
-    def __init__(self, file: str):
-        super().__init__(file)
-        self.found = False
-
-    def leave_ClassDef(self, original_node, updated_node):
-        name = original_node.name.value
-        updated_node = super().leave_ClassDef(original_node, updated_node)
-        if (self.file, name) not in FINAL_HIDDEN_STATE_MODELS or self._scope:
-            return updated_node
-        self.found = True
-        body = list(updated_node.body.body)
+    def rewrite_class(self, node, body):
+        name = node.name.value
         if any(_assigns(stmt, FINAL_HIDDEN_STATE_FLAG) for stmt in body):
-            self.report(original_node, LABEL_CAPTURE, Finding.ROUTED, name)
-            return updated_node
+            self.report(node, LABEL_CAPTURE, Finding.ROUTED, name)
+            return None
         forward = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "forward"]
         if len(forward) != 1 or not _contains(forward[0], _captures_end_layer):
-            raise self.fail(original_node, f"{name}: its forward does not capture end_layer as the rule knows")
-        self.report(original_node, LABEL_CAPTURE, Finding.UNROUTED, name)
+            raise self.fail(node, f"{name}: its forward does not capture the last layer as the rule knows")
+        self.report(node, LABEL_CAPTURE, Finding.UNROUTED, name)
         index = next(i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef))
         new = statements_with_comments(FINAL_HIDDEN_STATE_TEXT, 4)
         first = body[index]
@@ -1197,13 +1191,7 @@ class FinalHiddenStateRule(Rule):
         body[index + len(new)] = first.with_changes(
             leading_lines=[cst.EmptyLine(indent=False), *_comments(first.leading_lines)]
         )
-        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
-
-    def leave_Module(self, original_node, updated_node):
-        if not self.found:
-            names = ", ".join(n for f, n in FINAL_HIDDEN_STATE_MODELS if f == self.file)
-            raise self.fail(original_node, f"no class {names}")
-        return updated_node
+        return body
 
 
 RULES = (
