@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -85,22 +83,12 @@ def write_cases(into: Path, num_layers: int) -> Path:
 
 
 def run_probe(python: Path, root: Path, cases: Path, only: list[str]) -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(root), env.get("PYTHONPATH", "")) if p
-    )
-    done = subprocess.run(  # noqa: PLW1510  the exit code is read below
-        [str(python), str(PROBE), str(cases), *only],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=root,
-    )
-    for line in done.stdout.splitlines():
-        if line.startswith(MARK):
-            return json.loads(line[len(MARK) :])
-    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-    raise RuntimeError(f"{python} could not probe {root}: {last}")
+    from sglang_eagle_sizing.after_refactor.report import probe_json
+
+    result, last = probe_json(python, root, [str(PROBE), str(cases), *only], MARK)
+    if result is None:
+        raise RuntimeError(f"{python} could not probe {root}: {last}")
+    return result
 
 
 def probe_family(

@@ -143,21 +143,25 @@ def both_trees(tree: SglangTree):
 
 
 # -- running the probe ---------------------------------------------------------------------
-def run_probe(python: Path, root: Path, draft: Path, target: Path, algorithm: str) -> dict:
+def probe_json(python: Path, root: Path, argv: list[str], mark: str) -> tuple[dict | None, str]:
+    """Run ``argv`` with ``python``, ``root`` first on sys.path: the JSON printed after
+    ``mark``, else ``None`` and the last line the run wrote on stderr."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
     done = subprocess.run(
-        [str(python), str(PROBE), str(draft), str(target), algorithm],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=root,
+        [str(python), *argv], env=env, capture_output=True, text=True, cwd=root
     )
     for line in done.stdout.splitlines():
-        if line.startswith(MARK):
-            return json.loads(line[len(MARK) :])
-    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-    raise ReportError(f"{python} could not evaluate {root}: {last}")
+        if line.startswith(mark):
+            return json.loads(line[len(mark) :]), ""
+    return None, (done.stderr.strip().splitlines() or ["no output"])[-1]
+
+
+def run_probe(python: Path, root: Path, draft: Path, target: Path, algorithm: str) -> dict:
+    result, last = probe_json(python, root, [str(PROBE), str(draft), str(target), algorithm], MARK)
+    if result is None:
+        raise ReportError(f"{python} could not evaluate {root}: {last}")
+    return result
 
 
 def build(draft: Path, target: Path, algorithm: str, tree: SglangTree) -> dict:
