@@ -45,8 +45,15 @@ def cpu_test_command(concern: str) -> str:
 class Patch:
     concern: str
     subject: str
-    #: Markdown: motivation, what changes, behaviour changes, how it was tested
+    #: Markdown, in the sections of SGLang's pull-request template
     body: str
+
+
+def read_patch(folder: Path, concern: str) -> Patch:
+    """The patch of ``concern`` as its description file ``<folder>/<concern>.md`` says: the
+    subject on the first line (a ``# `` heading), the body after it."""
+    heading, _, body = (folder / f"{concern}.md").read_text().partition("\n")
+    return Patch(concern, heading.removeprefix("# "), body.lstrip("\n"))
 
 
 PATCHES: tuple[Patch, ...] = (
