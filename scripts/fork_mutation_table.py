@@ -33,6 +33,7 @@ from mutants import (  # noqa: E402
     mutation_table,
     run_test_file,
     table_rows,
+    with_harness,
     with_table,
 )
 from sglang_eagle_sizing.cli import main as cli_main  # noqa: E402
@@ -49,7 +50,8 @@ PARALLEL_RUNS = 2
 
 
 def trees(folder: Path) -> tuple[Path, Path]:
-    """(pristine root, patched root), each a folder holding ``sglang/``."""
+    """(pristine root, patched root), each a folder holding ``sglang/``; the patched one
+    with the fork tests' harness, as a checkout has it."""
     pristine, patched = folder / "pristine", folder / "patched"
     with zipfile.ZipFile(cached_release_wheel()) as wheel:
         names = [n for n in wheel.namelist() if n.startswith("sglang/")]
@@ -57,7 +59,7 @@ def trees(folder: Path) -> tuple[Path, Path]:
     shutil.copytree(pristine / "sglang", patched / "sglang")
     if cli_main(["apply", "--quiet", str(patched / "sglang")]) != 0:
         raise SystemExit("apply failed on the release wheel's sglang")
-    return pristine, patched
+    return pristine, with_harness(patched, folder / "patched-with-harness")
 
 
 NOT_RUN = "not run yet: `scripts/fork_mutation_table.py`"

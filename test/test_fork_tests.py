@@ -34,12 +34,15 @@ from mutants import (
     mutation_table,
     run_test_file,
     table_rows,
+    with_harness,
 )
 
 INSERTED = REPO / "python" / "sglang_eagle_sizing" / "inserted_tests"
 #: the fork's CPU tests: a folder (fork_test_slices.CPU_TEST_DIR)
 CPU_TESTS = INSERTED / "test/registered/unit/speculative/eagle_hidden_sizing"
 CPU_TEST_FILES = sorted(CPU_TESTS.glob("test_*.py"))
+#: the harness they import (fork_test_slices.HARNESS_DIR: a module of SGLang's sglang.test)
+HARNESS_MODULES = sorted((INSERTED / "python/sglang/test/speculative/eagle_hidden_sizing").glob("*.py"))
 GPU_TEST = INSERTED / "test/registered/spec/eagle/test_eagle_hidden_sizing_e2e.py"
 DOC = REPO / "docs" / "fork-tests.md"
 PARALLEL_RUNS = 2
@@ -91,16 +94,17 @@ CI_SAMPLE = (
 
 def test_inserted_tests_are_the_cpu_folder_and_the_gpu_file():
     """apply adds exactly these files to a checkout (the folder's README.md is not one): the
-    CPU folder, one test file per concern of TEST_CONCERNS and the harness, and the GPU test."""
-    from sglang_eagle_sizing.fork_test_slices import HARNESS, TEST_CONCERNS
+    CPU folder, one test file per concern of TEST_CONCERNS, the harness they share (in
+    SGLang's test package, HARNESS_DIR), and the GPU test."""
+    from sglang_eagle_sizing.fork_test_slices import HARNESS, HARNESS_DIR, TEST_CONCERNS
     from sglang_eagle_sizing.patch import inserted_test_files
 
     files = sorted(inserted_test_files())
     cpu = sorted(p.relative_to(INSERTED).as_posix() for p in CPU_TESTS.glob("*.py"))
-    assert files == sorted([*cpu, GPU_TEST.relative_to(INSERTED).as_posix()])
-    assert sorted(p.name for p in CPU_TESTS.glob("*.py")) == sorted(
-        ["__init__.py", *HARNESS, *TEST_CONCERNS]
-    )
+    harness = sorted(p.relative_to(INSERTED).as_posix() for p in HARNESS_MODULES)
+    assert files == sorted([*cpu, *harness, GPU_TEST.relative_to(INSERTED).as_posix()])
+    assert sorted(p.name for p in CPU_TESTS.glob("*.py")) == sorted(["__init__.py", *TEST_CONCERNS])
+    assert harness == sorted(f"{HARNESS_DIR}/{name}" for name in HARNESS)
 
 
 def test_cpu_files_are_the_size_of_their_neighbours():
@@ -108,7 +112,7 @@ def test_cpu_files_are_the_size_of_their_neighbours():
     harness module at most 400."""
     from sglang_eagle_sizing.fork_test_slices import HARNESS
 
-    for path in CPU_TESTS.glob("*.py"):
+    for path in (*CPU_TESTS.glob("*.py"), *HARNESS_MODULES):
         limit = 400 if path.name in HARNESS else 250
         assert len(path.read_text().splitlines()) <= limit, path.name
 
@@ -116,7 +120,7 @@ def test_cpu_files_are_the_size_of_their_neighbours():
 def test_inserted_tests_do_not_read_source_text():
     """They test behaviour: neither parses nor reads a module's source, which an upstream
     refactor that changes no behaviour would break."""
-    for path in (*CPU_TESTS.glob("*.py"), GPU_TEST):
+    for path in (*CPU_TESTS.glob("*.py"), *HARNESS_MODULES, GPU_TEST):
         tree = ast.parse(path.read_text())
         imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
@@ -153,11 +157,8 @@ def test_cpu_test_stubs_sgl_kernel_before_the_worker_modules():
     each test file calls SGLang's own ``maybe_stub_sgl_kernel()`` before its first import
     of SGLang's modules or of the harness (releases without it, 0.5.9, get it from
     ``support/older_release_compat.py``)."""
-    from sglang_eagle_sizing.fork_test_slices import HARNESS
-
-    harness = {name.removesuffix(".py") for name in HARNESS}
     imported: list[str] = []
-    for path in CPU_TESTS.glob("*.py"):
+    for path in (*CPU_TESTS.glob("*.py"), *HARNESS_MODULES):
         imported += _imported_modules(path)
         if path not in CPU_TEST_FILES:
             continue
@@ -174,7 +175,7 @@ def test_cpu_test_stubs_sgl_kernel_before_the_worker_modules():
             for node in tree.body
             if isinstance(node, ast.ImportFrom)
             and node.module
-            and (node.module.startswith("sglang.srt.") or node.module in harness)
+            and node.module.startswith(("sglang.srt.", "sglang.test.speculative."))
         ]
         assert heavy and stub_line < min(heavy), path.name
     for module in (
@@ -208,11 +209,12 @@ def mutation_runs(patched_root, all_mutants_of_the_tree, libcuda_stub, tmp_path_
     sgl_kernel imports), then on the CI sample of the mutants, two runs at a time; each run
     one process running every file."""
     started = time.monotonic()
-    baseline = run_test_file(patched_root, CPU_TESTS)  # also compiles the tree's bytecode
-    with_stub = run_test_file(patched_root, CPU_TESTS, libcuda=libcuda_stub)
-    mutants = _sample(all_mutants_of_the_tree)
     folder = tmp_path_factory.mktemp("mutants")
-    roots = [mutant_root(patched_root, m, folder / f"{i:02d}") for i, m in enumerate(mutants)]
+    fork_root = with_harness(patched_root, folder / "patched")
+    baseline = run_test_file(fork_root, CPU_TESTS)  # also compiles the tree's bytecode
+    with_stub = run_test_file(fork_root, CPU_TESTS, libcuda=libcuda_stub)
+    mutants = _sample(all_mutants_of_the_tree)
+    roots = [mutant_root(fork_root, m, folder / f"{i:02d}") for i, m in enumerate(mutants)]
     with ThreadPoolExecutor(PARALLEL_RUNS) as pool:
         runs = list(pool.map(lambda root: run_test_file(root, CPU_TESTS, libcuda=libcuda_stub), roots))
     elapsed = time.monotonic() - started

@@ -23,7 +23,7 @@ from sglang_eagle_sizing.tree import TESTED_VERSIONS
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
 sys.path.insert(0, str(SUPPORT))
-from mutants import run_test_file
+from mutants import run_test_file, with_harness
 
 OLDER = ["0.5.9", "0.5.10", "0.5.10.post1"]
 COMPAT = SUPPORT / "older_release_compat.py"
@@ -99,7 +99,8 @@ def test_each_older_release_routes_checks_lints_passes_its_fork_test_and_reverts
             code, _, err = run_cli("check", "--no-cache", str(package))
             assert code == 0 and err.startswith(f"checked SGLang {version} ("), err
             _unchanged_by_lint(package / "srt", release)
-            runs[version] = pool.submit(run_test_file, root, CPU_TESTS, runner=COMPAT)
+            fork_root = with_harness(root, tmp_path / f"{version}-with-harness")
+            runs[version] = pool.submit(run_test_file, fork_root, CPU_TESTS, runner=COMPAT)
         for version, future in runs.items():
             run = future.result()
             assert run.returncode == 0 and run.failed == (), (version, run.output[-4000:])

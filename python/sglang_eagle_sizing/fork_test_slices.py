@@ -1,11 +1,13 @@
 """Each patch of the series adds its own slice of the fork's CPU tests.
 
 The CPU tests are one folder (``CPU_TEST_DIR``): one ``test_<concern>.py`` file per concern
-(the parser has three) and the harness modules they share (``HARNESS``: ``common.py`` and
-others), written whole (``inserted_tests/``); ``apply`` adds the folder whole. For the
-series, the folder as it stands after patch k holds the test files of the concerns landed so
-far (``TEST_CONCERNS``), whole, and each harness module sliced to what those files import of
-it: the definitions of the imported names, the module-level code they reach (helpers,
+(the parser has three). The harness modules they share (``HARNESS``: ``common.py`` and
+others) are test helpers of SGLang's package, as upstream keeps its own (``sglang.test``,
+``HARNESS_DIR``), imported by their full name: every file under ``test/registered/`` is then
+a registered test, as SGLang's suite runner requires. ``apply`` adds both folders whole
+(``inserted_tests/``). For the series, the folders as they stand after patch k hold the test
+files of the concerns landed so far (``TEST_CONCERNS``), whole, and each harness module
+sliced to what those files import of it: the definitions of the imported names, the module-level code they reach (helpers,
 stand-ins, constants: the closure of the names they read) and the imports of what is left;
 the docstring always stays. A test file not named in ``TEST_CONCERNS`` is an error: a new
 test must say what it tests.
@@ -39,6 +41,9 @@ from .concerns import (
 
 #: The folder of the fork's CPU tests, from the checkout root.
 CPU_TEST_DIR = "test/registered/unit/speculative/eagle_hidden_sizing"
+#: The folder of the harness the CPU tests share, from the checkout root, and its package.
+HARNESS_DIR = "python/sglang/test/speculative/eagle_hidden_sizing"
+HARNESS_PACKAGE = "sglang.test.speculative.eagle_hidden_sizing"
 #: The fork's GPU end-to-end test: the last patch adds it.
 E2E_TEST = "test/registered/spec/eagle/test_eagle_hidden_sizing_e2e.py"
 
@@ -63,8 +68,9 @@ TEST_CONCERNS: dict[str, str] = {
     "test_eagle3_norm_variants.py": EAGLE3_NORM_VARIANTS,
     "test_speculators_format.py": SPECULATORS_FORMAT,
 }
-#: The shared harness modules of ``CPU_TEST_DIR`` (``from common import ...``), each before
-#: the modules it imports: a module is sliced to what the files kept before it import.
+#: The shared harness modules of ``HARNESS_DIR`` (``from <HARNESS_PACKAGE>.common import``),
+#: each before the modules it imports: a module is sliced to what the files kept before it
+#: import.
 HARNESS: tuple[str, ...] = (
     "cases.py",
     "cpu_models.py",
@@ -72,6 +78,17 @@ HARNESS: tuple[str, ...] = (
     "attention_dp.py",
     "common.py",
 )
+
+
+def is_cpu_test(key: str) -> bool:
+    """Whether ``key`` (a path from the checkout root) is a file of the CPU tests: of
+    ``CPU_TEST_DIR`` or of their harness."""
+    return key.startswith((CPU_TEST_DIR + "/", HARNESS_DIR + "/"))
+
+
+def is_test_file(key: str) -> bool:
+    """Whether ``key`` is a file of the fork's tests (``test/``) or of their harness."""
+    return key.startswith(("test/", HARNESS_DIR + "/"))
 
 
 class SliceError(ValueError):
@@ -150,7 +167,7 @@ def _bound(alias: cst.ImportAlias) -> str:
 
 
 def _imported_from(source: str, module: str) -> set[str]:
-    """The names ``source`` imports from the harness module ``module`` (``from common import``)."""
+    """The names ``source`` imports from the module ``module`` (its full dotted name)."""
     return {
         alias.asname or alias.name
         for node in ast.parse(source).body
@@ -161,7 +178,7 @@ def _imported_from(source: str, module: str) -> set[str]:
 
 def slice_cpu_tests(files: dict[str, str]) -> dict[str, str]:
     """The CPU test folder as it stands once the enabled concerns have landed. ``files``:
-    ``{path from the checkout root: text}`` of ``CPU_TEST_DIR``. The test files of the
+    ``{path from the checkout root: text}`` of ``CPU_TEST_DIR`` and ``HARNESS_DIR``. The test files of the
     enabled concerns, whole; each harness module sliced to the closure of the names the
     files kept import from it (none: left out); ``__init__.py`` with them. No test file
     left: nothing. Every concern enabled: ``files`` as they are."""
@@ -170,8 +187,9 @@ def slice_cpu_tests(files: dict[str, str]) -> dict[str, str]:
     by_name = {path.rsplit("/", 1)[-1]: path for path in files}
     kept: dict[str, str] = {}
     for name, path in sorted(by_name.items()):
-        if not name.startswith("test_"):
-            if name != "__init__.py" and name not in HARNESS:
+        in_harness = path.startswith(HARNESS_DIR + "/")
+        if in_harness or not name.startswith("test_"):
+            if name not in (HARNESS if in_harness else ("__init__.py",)):
                 raise SliceError(f"{path}: neither a test file nor in HARNESS")
             continue
         if name not in TEST_CONCERNS:
@@ -183,7 +201,7 @@ def slice_cpu_tests(files: dict[str, str]) -> dict[str, str]:
     for name in HARNESS:
         if name not in by_name:
             continue
-        module = name.removesuffix(".py")
+        module = f"{HARNESS_PACKAGE}.{name.removesuffix('.py')}"
         roots = set().union(*(_imported_from(text, module) for text in kept.values()))
         sliced = slice_module(files[by_name[name]], roots)
         if sliced:

@@ -1,7 +1,8 @@
 """Run the rules over an SGLang tree: what ``check``, ``diff``, ``apply`` and ``pr`` share.
 
 Besides SGLang's own files, a patch on a checkout adds the fork's tests: every ``*.py`` under
-``inserted_tests/`` (this package's data), at its path from the checkout root. A test file the
+``inserted_tests/`` (this package's data), at its path from the checkout root (the tests under
+``test/registered/``, the harness they share under ``python/sglang/test/``). A test file the
 checkout already has is left as it is (the fork owns it once added; presence is enough); an
 installed package has no ``test/`` folder and gets none.
 """
@@ -62,13 +63,13 @@ def inserted_test_files(family: Family = BEFORE_REFACTOR) -> dict[str, bytes]:
         return files
     # every concern that has CPU tests enabled (a series without the GPU test): the whole folder
     whole_cpu_tests = all(enabled(c) for c in concerns.ORDER if c != E2E_TEST)
-    folder = fork_test_slices.CPU_TEST_DIR + "/"
-    cpu_tests = {k: v.decode("utf-8") for k, v in files.items() if k.startswith(folder)}
+    is_cpu_test = fork_test_slices.is_cpu_test
+    cpu_tests = {k: v.decode("utf-8") for k, v in files.items() if is_cpu_test(k)}
     if not whole_cpu_tests:
         cpu_tests = fork_test_slices.slice_cpu_tests(cpu_tests)
     staged = {k: v.encode("utf-8") for k, v in cpu_tests.items()}
     for key, data in files.items():
-        if not key.startswith(folder) and enabled(E2E_TEST):
+        if not is_cpu_test(key) and enabled(E2E_TEST):
             staged[key] = data
     return dict(sorted(staged.items()))
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -34,7 +35,7 @@ from pathlib import Path
 
 import black
 
-from sglang_eagle_sizing import inserted
+from sglang_eagle_sizing import fork_test_slices, inserted
 from sglang_eagle_sizing.sites import SITES, Kind, Site
 
 CONTRACT = "speculative/eagle_info.py"
@@ -1157,6 +1158,36 @@ def mutant_root(patched_root: Path, mutant: Mutant, folder: Path) -> Path:
 
 
 # -- running the fork's test file --------------------------------------------------------------
+
+#: the harness the fork's CPU tests import (``fork_test_slices.HARNESS_PACKAGE``), as this
+#: package ships it
+HARNESS = (
+    Path(inserted.__file__).resolve().parent / "inserted_tests" / fork_test_slices.HARNESS_DIR
+)
+
+
+def with_harness(root: Path, folder: Path, harness: Path = HARNESS) -> Path:
+    """A folder holding ``sglang/`` to run the fork's CPU tests on ``root/sglang`` (a
+    package, which ``apply`` gives no tests, or a checkout's ``python/``): symlinks to it,
+    with real folders down to the harness's and the harness's modules copied there from
+    ``harness``, as ``apply`` adds them to a checkout."""
+    parts = fork_test_slices.HARNESS_PACKAGE.split(".")
+    source, target = root, folder
+    target.mkdir(parents=True)
+    for depth, part in enumerate(parts):
+        source, target = source / part, target / part
+        if depth == len(parts) - 1:
+            target.mkdir()
+            for module in harness.glob("*.py"):
+                shutil.copyfile(module, target / module.name)
+            break
+        target.mkdir()
+        if source.is_dir():
+            for entry in os.listdir(source):
+                if entry != parts[depth + 1]:
+                    os.symlink(source / entry, target / entry)
+    return folder
+
 
 #: runs a folder of test files in one process (``run_test_file``)
 RUN_FORK_TESTS = Path(__file__).resolve().parent / "run_fork_tests.py"

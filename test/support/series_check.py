@@ -14,9 +14,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from mutants import run_test_file
+from mutants import run_test_file, with_harness
 from sglang_eagle_sizing import series
-from sglang_eagle_sizing.fork_test_slices import CPU_TEST_DIR
+from sglang_eagle_sizing.fork_test_slices import CPU_TEST_DIR, HARNESS_DIR
 from sglang_eagle_sizing.tree import SglangTree
 
 RUFF = Path(sys.executable).with_name("ruff")
@@ -69,6 +69,21 @@ def pyflakes(clone: Path, files: list[str]) -> set[tuple[str, str, str]]:
     return found
 
 
+def _later(clone: Path, step: series.Step, folder: str, copy: Path) -> Path:
+    """``copy``: the clone's ``folder`` as ``step`` leaves it."""
+    if (clone / folder).is_dir():
+        shutil.copytree(clone / folder, copy)
+    copy.mkdir(parents=True, exist_ok=True)
+    for key, (_, text) in step.files.items():
+        if key.startswith(folder + "/"):
+            path = copy / key[len(folder) + 1 :]
+            if text is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_text(text)
+    return copy
+
+
 @dataclass
 class Commit:
     subject: str
@@ -93,19 +108,13 @@ def check_commit(
     failing_before = None
     cpu_tests = {k: new for k, (_, new) in step.files.items() if k.startswith(CPU_TEST_DIR + "/")}
     if run_fork_test and any(cpu_tests.values()):
-        # the folder as the commit leaves it, on the tree before it
-        later = clone.parent / f"{clone.name}-next-test" / Path(CPU_TEST_DIR).name
-        shutil.rmtree(later, ignore_errors=True)
-        if (clone / CPU_TEST_DIR).is_dir():
-            shutil.copytree(clone / CPU_TEST_DIR, later)
-        later.mkdir(parents=True, exist_ok=True)
-        for key, text in cpu_tests.items():
-            path = later / key[len(CPU_TEST_DIR) + 1 :]
-            if text is None:
-                path.unlink(missing_ok=True)
-            else:
-                path.write_text(text)
-        failing_before = run_test_file(clone / "python", later).failed
+        # the tests and their harness as the commit leaves them, on the tree before it
+        next_test = clone.parent / f"{clone.name}-next-test"
+        shutil.rmtree(next_test, ignore_errors=True)
+        later = _later(clone, step, CPU_TEST_DIR, next_test / Path(CPU_TEST_DIR).name)
+        harness = _later(clone, step, HARNESS_DIR, next_test / "harness")
+        root = with_harness(clone / "python", next_test / "python", harness)
+        failing_before = run_test_file(root, later).failed
     git(clone, "checkout", "-q", commit)
     after = pyflakes(clone, touched)
     fork_test = None

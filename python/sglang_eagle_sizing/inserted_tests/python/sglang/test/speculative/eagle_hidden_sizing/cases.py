@@ -7,16 +7,6 @@ from typing import Optional
 from unittest import mock
 
 import torch
-from attention_dp import attention_dp_rank, draft_runner_of
-from common import (
-    V1_WORKERS,
-    ConfigFolders,
-    WorkerTestCase,
-    assert_refusal,
-    eagle3,
-    expected_sizes,
-    llama,
-)
 
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.managers import scheduler as scheduler_module
@@ -40,6 +30,19 @@ from sglang.srt.speculative.multi_layer_eagle_draft_extend_cuda_graph_runner imp
 from sglang.srt.speculative.multi_layer_eagle_worker import MultiLayerEagleWorker
 from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+from sglang.test.speculative.eagle_hidden_sizing.attention_dp import (
+    attention_dp_rank,
+    draft_runner_of,
+)
+from sglang.test.speculative.eagle_hidden_sizing.common import (
+    V1_WORKERS,
+    ConfigFolders,
+    WorkerTestCase,
+    assert_refusal,
+    eagle3,
+    expected_sizes,
+    llama,
+)
 from sglang.test.test_utils import CustomTestCase
 
 

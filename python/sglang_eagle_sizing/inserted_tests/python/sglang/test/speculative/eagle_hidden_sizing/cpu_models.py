@@ -8,7 +8,6 @@ from typing import List, Optional
 from unittest import mock
 
 import torch
-from common import ConfigFolders, DraftModelLoaded, eagle3, llama, make_server_args
 
 from sglang.srt import server_args as server_args_module
 from sglang.srt.configs.model_config import ModelConfig
@@ -18,6 +17,13 @@ from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from sglang.srt.model_executor.model_runner import ModelRunner
 from sglang.srt.models.llama import LlamaForCausalLM
 from sglang.srt.models.llama_eagle3 import LlamaForCausalLMEagle3
+from sglang.test.speculative.eagle_hidden_sizing.common import (
+    ConfigFolders,
+    DraftModelLoaded,
+    eagle3,
+    llama,
+    make_server_args,
+)
 from sglang.test.test_utils import CustomTestCase
 
 

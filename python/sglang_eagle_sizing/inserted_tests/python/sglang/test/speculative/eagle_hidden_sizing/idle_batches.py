@@ -5,7 +5,6 @@ from types import SimpleNamespace
 from unittest import mock
 
 import torch
-from common import DEFAULT_NUM_AUX, llama
 
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from sglang.srt.speculative import eagle_info_v2
@@ -14,6 +13,7 @@ from sglang.srt.speculative.eagle_info import (
     EagleDraftInput,
     EagleVerifyInput,
 )
+from sglang.test.speculative.eagle_hidden_sizing.common import DEFAULT_NUM_AUX, llama
 
 
 class StopBeforeForward(Exception):

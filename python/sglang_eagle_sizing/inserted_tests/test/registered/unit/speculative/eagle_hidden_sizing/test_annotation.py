@@ -9,15 +9,9 @@ maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 register_cpu_ci(est_time=15, suite="stage-a-test-cpu")
 
 import logging
-import sys
 import unittest
-from pathlib import Path
 
 from sglang.srt.speculative.multi_layer_eagle_worker import MultiLayerEagleWorker
-
-CURRENT_DIR = Path(__file__).resolve().parent
-if str(CURRENT_DIR) not in sys.path:
-    sys.path.insert(0, str(CURRENT_DIR))
 
 
 class TestSpeculativeModulesImport(CustomTestCase):

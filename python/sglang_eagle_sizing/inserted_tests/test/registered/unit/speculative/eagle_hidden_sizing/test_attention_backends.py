@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import unittest
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Dict
 from unittest import mock
@@ -27,13 +26,17 @@ from sglang.srt.speculative.eagle_info import (
     EagleDraftInput,
     get_draft_decode_metadata_batch,
 )
-
-CURRENT_DIR = Path(__file__).resolve().parent
-if str(CURRENT_DIR) not in sys.path:
-    sys.path.insert(0, str(CURRENT_DIR))
-
-from attention_dp import attention_dp_rank, forward_batch, triton_runner
-from common import ConfigFolders, eagle3, llama, make_server_args
+from sglang.test.speculative.eagle_hidden_sizing.attention_dp import (
+    attention_dp_rank,
+    forward_batch,
+    triton_runner,
+)
+from sglang.test.speculative.eagle_hidden_sizing.common import (
+    ConfigFolders,
+    eagle3,
+    llama,
+    make_server_args,
+)
 
 PADDED_DECODE_SEQ_LEN = 5
 #: Runs this file as a module (not its tests) and prints ``padded_decode_results()``.

@@ -13,21 +13,19 @@ import os
 import subprocess
 import sys
 import unittest
-from pathlib import Path
 
 import torch
 
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from sglang.srt.speculative.eagle_info import validate_eagle_draft_config
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-
-CURRENT_DIR = Path(__file__).resolve().parent
-if str(CURRENT_DIR) not in sys.path:
-    sys.path.insert(0, str(CURRENT_DIR))
-
-from cases import StartupValidationTestCase
-from common import eagle3
-from cpu_models import draft_forward_batch, llama_eagle3_model, one_cpu_rank
+from sglang.test.speculative.eagle_hidden_sizing.cases import StartupValidationTestCase
+from sglang.test.speculative.eagle_hidden_sizing.common import eagle3
+from sglang.test.speculative.eagle_hidden_sizing.cpu_models import (
+    draft_forward_batch,
+    llama_eagle3_model,
+    one_cpu_rank,
+)
 
 
 class TestDrafterFc(CustomTestCase):

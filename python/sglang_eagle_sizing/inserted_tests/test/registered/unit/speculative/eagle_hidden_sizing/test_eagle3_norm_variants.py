@@ -8,21 +8,18 @@ maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 register_cpu_ci(est_time=15, suite="stage-a-test-cpu")
 
 import logging
-import sys
 import unittest
-from pathlib import Path
 from unittest import mock
 
 import torch
 
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from sglang.srt.models.llama_eagle3 import LlamaForCausalLMEagle3
-
-CURRENT_DIR = Path(__file__).resolve().parent
-if str(CURRENT_DIR) not in sys.path:
-    sys.path.insert(0, str(CURRENT_DIR))
-
-from cpu_models import draft_forward_batch, llama_eagle3_model, one_cpu_rank
+from sglang.test.speculative.eagle_hidden_sizing.cpu_models import (
+    draft_forward_batch,
+    llama_eagle3_model,
+    one_cpu_rank,
+)
 
 
 def attention_zeroed(model: LlamaForCausalLMEagle3):

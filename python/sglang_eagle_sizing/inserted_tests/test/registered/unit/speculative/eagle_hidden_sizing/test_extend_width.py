@@ -9,9 +9,7 @@ maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 register_cpu_ci(est_time=15, suite="stage-a-test-cpu")
 
 import logging
-import sys
 import unittest
-from pathlib import Path
 
 import torch
 
@@ -24,17 +22,12 @@ from sglang.srt.speculative.eagle_worker import EAGLEWorker
 from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
 from sglang.srt.speculative.standalone_worker import StandaloneWorker
 from sglang.srt.speculative.standalone_worker_v2 import StandaloneWorkerV2
-
-CURRENT_DIR = Path(__file__).resolve().parent
-if str(CURRENT_DIR) not in sys.path:
-    sys.path.insert(0, str(CURRENT_DIR))
-
-from cases import (
+from sglang.test.speculative.eagle_hidden_sizing.cases import (
     AttentionBackendStandIn,
     CudaGraphBuffersTestCase,
     HiddenSizeContractTestCase,
 )
-from common import (
+from sglang.test.speculative.eagle_hidden_sizing.common import (
     FOUR_LAYER_EAGLE3,
     HC_DRAFTER,
     HC_TARGET,
@@ -49,7 +42,11 @@ from common import (
     expected_sizes,
     llama,
 )
-from idle_batches import BatchAfterVerify, draft_extend_input, verify_idle_output
+from sglang.test.speculative.eagle_hidden_sizing.idle_batches import (
+    BatchAfterVerify,
+    draft_extend_input,
+    verify_idle_output,
+)
 
 
 class TestHiddenSizeContract(HiddenSizeContractTestCase):

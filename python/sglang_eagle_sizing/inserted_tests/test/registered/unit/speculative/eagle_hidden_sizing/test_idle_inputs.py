@@ -9,9 +9,7 @@ maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 register_cpu_ci(est_time=15, suite="stage-a-test-cpu")
 
 import logging
-import sys
 import unittest
-from pathlib import Path
 from types import SimpleNamespace
 
 import torch
@@ -21,19 +19,20 @@ from sglang.srt.speculative.eagle_worker import EAGLEWorker
 from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
 from sglang.srt.speculative.multi_layer_eagle_worker import MultiLayerEagleWorker
 from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2
-
-CURRENT_DIR = Path(__file__).resolve().parent
-if str(CURRENT_DIR) not in sys.path:
-    sys.path.insert(0, str(CURRENT_DIR))
-
-from attention_dp import (
+from sglang.test.speculative.eagle_hidden_sizing.attention_dp import (
     attention_dp_rank,
     draft_runner_of,
     forward_batch,
     triton_runner,
 )
-from common import HC_DRAFTER, HC_TARGET, NARROW_EAGLE3, TOPK, WorkerTestCase
-from idle_batches import (
+from sglang.test.speculative.eagle_hidden_sizing.common import (
+    HC_DRAFTER,
+    HC_TARGET,
+    NARROW_EAGLE3,
+    TOPK,
+    WorkerTestCase,
+)
+from sglang.test.speculative.eagle_hidden_sizing.idle_batches import (
     BatchAfterVerify,
     draft_extend_input,
     v2_draft_extend_idle_input,

@@ -8,9 +8,7 @@ maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 register_cpu_ci(est_time=15, suite="stage-a-test-cpu")
 
 import logging
-import sys
 import unittest
-from pathlib import Path
 
 import torch
 
@@ -21,13 +19,11 @@ from sglang.srt.speculative.multi_layer_eagle_draft_extend_cuda_graph_runner imp
 )
 from sglang.srt.speculative.multi_layer_eagle_worker import MultiLayerEagleWorker
 from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2
-
-CURRENT_DIR = Path(__file__).resolve().parent
-if str(CURRENT_DIR) not in sys.path:
-    sys.path.insert(0, str(CURRENT_DIR))
-
-from cases import AttentionBackendStandIn, CudaGraphBuffersTestCase
-from common import (
+from sglang.test.speculative.eagle_hidden_sizing.cases import (
+    AttentionBackendStandIn,
+    CudaGraphBuffersTestCase,
+)
+from sglang.test.speculative.eagle_hidden_sizing.common import (
     FOUR_LAYER_EAGLE3,
     HC_DRAFTER,
     HC_TARGET,
@@ -37,7 +33,11 @@ from common import (
     llama,
     spec_width,
 )
-from idle_batches import BatchAfterVerify, draft_extend_input, verify_idle_output
+from sglang.test.speculative.eagle_hidden_sizing.idle_batches import (
+    BatchAfterVerify,
+    draft_extend_input,
+    verify_idle_output,
+)
 
 
 class TestIdleInputs(WorkerTestCase):

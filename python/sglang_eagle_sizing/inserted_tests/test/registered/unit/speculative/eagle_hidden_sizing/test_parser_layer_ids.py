@@ -8,22 +8,15 @@ maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 register_cpu_ci(est_time=15, suite="stage-a-test-cpu")
 
 import logging
-import sys
 import unittest
-from pathlib import Path
 from types import SimpleNamespace
 
 from sglang.srt.speculative.spec_info import (
     get_eagle_aux_hidden_state_layer_ids,
     get_eagle_num_aux_hidden_states,
 )
-
-CURRENT_DIR = Path(__file__).resolve().parent
-if str(CURRENT_DIR) not in sys.path:
-    sys.path.insert(0, str(CURRENT_DIR))
-
-from cases import EagleConfigParserTestCase
-from common import DEFAULT_NUM_AUX
+from sglang.test.speculative.eagle_hidden_sizing.cases import EagleConfigParserTestCase
+from sglang.test.speculative.eagle_hidden_sizing.common import DEFAULT_NUM_AUX
 
 
 class TestEagleConfigParser(EagleConfigParserTestCase):

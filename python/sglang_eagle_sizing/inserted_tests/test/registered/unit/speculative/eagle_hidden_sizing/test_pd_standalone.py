@@ -8,9 +8,7 @@ maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 register_cpu_ci(est_time=15, suite="stage-a-test-cpu")
 
 import logging
-import sys
 import unittest
-from pathlib import Path
 from types import SimpleNamespace
 
 import torch
@@ -22,14 +20,13 @@ from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
 from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2
 from sglang.srt.speculative.standalone_worker import StandaloneWorker
 from sglang.srt.speculative.standalone_worker_v2 import StandaloneWorkerV2
-
-CURRENT_DIR = Path(__file__).resolve().parent
-if str(CURRENT_DIR) not in sys.path:
-    sys.path.insert(0, str(CURRENT_DIR))
-
-from cases import PDMetadataBuffersTestCase
-from common import STANDALONE_DRAFTER, WorkerTestCase, eagle3
-from idle_batches import (
+from sglang.test.speculative.eagle_hidden_sizing.cases import PDMetadataBuffersTestCase
+from sglang.test.speculative.eagle_hidden_sizing.common import (
+    STANDALONE_DRAFTER,
+    WorkerTestCase,
+    eagle3,
+)
+from sglang.test.speculative.eagle_hidden_sizing.idle_batches import (
     BatchAfterVerify,
     draft_extend_input,
     v2_idle_input,

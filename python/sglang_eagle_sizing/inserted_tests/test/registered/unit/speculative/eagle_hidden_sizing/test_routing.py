@@ -10,9 +10,7 @@ maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 register_cpu_ci(est_time=15, suite="stage-a-test-cpu")
 
 import logging
-import sys
 import unittest
-from pathlib import Path
 from types import SimpleNamespace
 
 import torch
@@ -23,17 +21,12 @@ from sglang.srt.speculative.eagle_draft_cuda_graph_runner import (
 from sglang.srt.speculative.eagle_info import EagleDraftInput
 from sglang.srt.speculative.eagle_worker import EAGLEWorker
 from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
-
-CURRENT_DIR = Path(__file__).resolve().parent
-if str(CURRENT_DIR) not in sys.path:
-    sys.path.insert(0, str(CURRENT_DIR))
-
-from cases import (
+from sglang.test.speculative.eagle_hidden_sizing.cases import (
     AttentionBackendStandIn,
     CudaGraphBuffersTestCase,
     PDMetadataBuffersTestCase,
 )
-from common import (
+from sglang.test.speculative.eagle_hidden_sizing.common import (
     NARROW_EAGLE3,
     NARROW_NO_AUX_EAGLE3,
     WorkerTestCase,

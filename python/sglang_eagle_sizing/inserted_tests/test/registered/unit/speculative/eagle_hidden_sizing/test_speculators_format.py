@@ -9,9 +9,7 @@ maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 register_cpu_ci(est_time=15, suite="stage-a-test-cpu")
 
 import logging
-import sys
 import unittest
-from pathlib import Path
 from typing import Dict, List, Optional
 from unittest import mock
 
@@ -23,14 +21,16 @@ from sglang.srt.speculative.spec_info import (
     get_eagle_num_aux_hidden_states,
 )
 from sglang.srt.utils.hf_transformers_utils import get_config
-
-CURRENT_DIR = Path(__file__).resolve().parent
-if str(CURRENT_DIR) not in sys.path:
-    sys.path.insert(0, str(CURRENT_DIR))
-
-from cases import HiddenSizeContractTestCase
-from common import DEFAULT_NUM_AUX, ConfigFolders, llama
-from cpu_models import TargetCaptureTestCase, one_cpu_rank
+from sglang.test.speculative.eagle_hidden_sizing.cases import HiddenSizeContractTestCase
+from sglang.test.speculative.eagle_hidden_sizing.common import (
+    DEFAULT_NUM_AUX,
+    ConfigFolders,
+    llama,
+)
+from sglang.test.speculative.eagle_hidden_sizing.cpu_models import (
+    TargetCaptureTestCase,
+    one_cpu_rank,
+)
 
 
 def speculators_eagle3(layer_ids: Optional[List[int]] = None, **fields) -> dict:
@@ -228,7 +228,8 @@ class TestTargetCapture(TargetCaptureTestCase):
 
     def test_speculators_ids_the_target_cannot_capture_are_refused(self):
         """Hidden state 0 is the embeddings, hidden state L the final one: a target's
-        forward captures neither. The error names the ids as the config declares them."""
+        forward captures neither. The error names the ids as the config declares them.
+        """
         for layer_ids, expected in (
             ([0, 4, 7], "indices of the target's hidden states from 1"),
             ([1, 4, 8], "index 8, after its last layer, is not captured"),

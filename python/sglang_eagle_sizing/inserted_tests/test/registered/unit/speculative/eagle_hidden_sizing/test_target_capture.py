@@ -9,16 +9,10 @@ maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 register_cpu_ci(est_time=15, suite="stage-a-test-cpu")
 
 import logging
-import sys
 import unittest
-from pathlib import Path
 
-CURRENT_DIR = Path(__file__).resolve().parent
-if str(CURRENT_DIR) not in sys.path:
-    sys.path.insert(0, str(CURRENT_DIR))
-
-from common import NO_AUX_EAGLE3, eagle3
-from cpu_models import TargetCaptureTestCase
+from sglang.test.speculative.eagle_hidden_sizing.common import NO_AUX_EAGLE3, eagle3
+from sglang.test.speculative.eagle_hidden_sizing.cpu_models import TargetCaptureTestCase
 
 
 class TestTargetCapture(TargetCaptureTestCase):

@@ -8,21 +8,17 @@ maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 register_cpu_ci(est_time=15, suite="stage-a-test-cpu")
 
 import logging
-import sys
 import unittest
-from pathlib import Path
 
 import torch
 
 from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
 from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2
-
-CURRENT_DIR = Path(__file__).resolve().parent
-if str(CURRENT_DIR) not in sys.path:
-    sys.path.insert(0, str(CURRENT_DIR))
-
-from common import NARROW_EAGLE3, WorkerTestCase
-from idle_batches import v2_idle_input
+from sglang.test.speculative.eagle_hidden_sizing.common import (
+    NARROW_EAGLE3,
+    WorkerTestCase,
+)
+from sglang.test.speculative.eagle_hidden_sizing.idle_batches import v2_idle_input
 
 
 class TestIdleInputs(WorkerTestCase):

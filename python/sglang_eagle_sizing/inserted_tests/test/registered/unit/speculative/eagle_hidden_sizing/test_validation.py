@@ -9,9 +9,7 @@ maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 register_cpu_ci(est_time=15, suite="stage-a-test-cpu")
 
 import logging
-import sys
 import unittest
-from pathlib import Path
 
 from sglang.srt.speculative.eagle_info import validate_eagle_draft_config
 from sglang.srt.speculative.eagle_worker import EAGLEWorker
@@ -19,13 +17,8 @@ from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
 from sglang.srt.speculative.multi_layer_eagle_worker import MultiLayerEagleWorker
 from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-
-CURRENT_DIR = Path(__file__).resolve().parent
-if str(CURRENT_DIR) not in sys.path:
-    sys.path.insert(0, str(CURRENT_DIR))
-
-from cases import StartupValidationTestCase
-from common import (
+from sglang.test.speculative.eagle_hidden_sizing.cases import StartupValidationTestCase
+from sglang.test.speculative.eagle_hidden_sizing.common import (
     FOUR_LAYER_EAGLE3,
     NARROW_EAGLE3,
     NO_AUX_EAGLE3,

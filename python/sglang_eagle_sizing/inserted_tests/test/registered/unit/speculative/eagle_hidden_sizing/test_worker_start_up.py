@@ -9,9 +9,7 @@ maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 register_cpu_ci(est_time=15, suite="stage-a-test-cpu")
 
 import logging
-import sys
 import unittest
-from pathlib import Path
 from unittest import mock
 
 from sglang.srt.configs.model_config import ModelConfig
@@ -19,12 +17,13 @@ from sglang.srt.speculative.eagle_worker import EAGLEWorker
 from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
 from sglang.srt.speculative.multi_layer_eagle_worker import MultiLayerEagleWorker
 from sglang.srt.speculative.multi_layer_eagle_worker_v2 import MultiLayerEagleWorkerV2
-
-CURRENT_DIR = Path(__file__).resolve().parent
-if str(CURRENT_DIR) not in sys.path:
-    sys.path.insert(0, str(CURRENT_DIR))
-
-from common import FOUR_LAYER_EAGLE3, HC_DRAFTER, NO_AUX_EAGLE3, WorkerTestCase, eagle3
+from sglang.test.speculative.eagle_hidden_sizing.common import (
+    FOUR_LAYER_EAGLE3,
+    HC_DRAFTER,
+    NO_AUX_EAGLE3,
+    WorkerTestCase,
+    eagle3,
+)
 
 
 class TestWorkerStartUp(WorkerTestCase):
