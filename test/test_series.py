@@ -32,8 +32,10 @@ from sglang_eagle_sizing.cli import main as cli_main  # noqa: E402
 #: the commits whose fork test CI runs (1-based): the first with the worker harness (the
 #: parser) and the routing, where the sizing tests land
 SAMPLED = (2, 6)
-#: what a patch of SGLang names nowhere: this tool, its docs, a machine path
-FOREIGN = re.compile(r"sglang-eagle-sizing|sglang_eagle_sizing|docs/[a-z-]+\.md|sites-0\.5\.11|/work/|/tmp/")
+#: what a patch of SGLang names nowhere: this tool, its docs, its mutation runs, a machine path
+FOREIGN = re.compile(
+    r"sglang-eagle-sizing|sglang_eagle_sizing|docs/[a-z-]+\.md|sites-0\.5\.11|/work/|/tmp/|mutant"
+)
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +97,7 @@ def test_no_patch_takes_back_what_an_earlier_one_added(written):
     taken_back = []
     for number, step in enumerate(steps, start=1):
         for key, (old, new) in sorted(step.files.items()):
-            if key.startswith("test/"):
+            if fork_test_slices.is_test_file(key):
                 continue
             lines = unified_diff(old or "", new or "", "a", "b").splitlines()[2:]
             for line in lines:
@@ -124,7 +126,7 @@ def test_each_patch_is_small_and_speaks_of_sglang_only(written):
     for step, path in zip(steps, patches):
         text = path.read_text()
         assert step.source_lines() <= 250, (path.name, step.source_lines())
-        for heading in ("## Motivation", "## Modifications", "## Tests"):
+        for heading in ("## Motivation", "## Modifications", "### Tests", "## Checklist"):
             assert heading in step.patch.body, (path.name, heading)
         assert not FOREIGN.search(text), (path.name, FOREIGN.search(text).group(0))
 
@@ -176,9 +178,14 @@ def test_a_test_file_without_a_concern_is_refused():
 
 def test_each_patch_adds_the_test_files_of_its_concern_and_the_harness_they_import():
     """Patch k's CPU folder: the files of the concerns landed so far, whole; each harness
-    module cut to what they import (none: left out); each compiles (pyflakes on every commit:
-    test_the_table_in_the_docs_is_what_the_series_gives)."""
-    from sglang_eagle_sizing.fork_test_slices import CPU_TEST_DIR, HARNESS, TEST_CONCERNS
+    module cut to what they import (none: left out), in SGLang's test package; each compiles
+    (pyflakes on every commit: test_the_table_in_the_docs_is_what_the_series_gives)."""
+    from sglang_eagle_sizing.fork_test_slices import (
+        CPU_TEST_DIR,
+        HARNESS,
+        HARNESS_DIR,
+        TEST_CONCERNS,
+    )
     from sglang_eagle_sizing.patch import inserted_test_files
 
     whole = inserted_test_files()
@@ -191,7 +198,8 @@ def test_each_patch_adds_the_test_files_of_its_concern_and_the_harness_they_impo
         assert {n for n in names if n.startswith("test_")} == landed, concern
         assert "__init__.py" in names and names <= {"__init__.py", *HARNESS, *landed}
         for key, data in files.items():
-            assert key.startswith(CPU_TEST_DIR + "/")
+            folder = HARNESS_DIR if key.rsplit("/", 1)[-1] in HARNESS else CPU_TEST_DIR
+            assert key == f"{folder}/{key.rsplit('/', 1)[-1]}", key
             if key.rsplit("/", 1)[-1] in landed:
                 assert data == whole[key], key
             compile(data, key, "exec")
