@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
+from fnmatch import fnmatch
+from pathlib import Path
 
 import pytest
 from sglang_eagle_sizing import concerns, series
@@ -20,7 +23,13 @@ from sglang_eagle_sizing.fork_test_slices import (
 from sglang_eagle_sizing.patch import inserted_test_files
 from sglang_eagle_sizing.rules import RULES
 
-SECTIONS = ("## Motivation", "## Modifications", "### Tests", "## Benchmark & Profiling", "## Checklist")
+SECTIONS = (
+    "## Motivation",
+    "## Modifications",
+    "### Tests",
+    "## Benchmark & Profiling",
+    "## Checklist",
+)
 #: the boxes of SGLang's template (.github/pull_request_template.md), by their first words
 BOXES = (
     "Format your code",
@@ -46,7 +55,21 @@ def _patch(concern: str) -> series.Patch:
 def _test_files(concern: str) -> list[str]:
     if concern == concerns.E2E_TEST:
         return [E2E_TEST]
-    return [f"{CPU_TEST_DIR}/{name}" for name, c in TEST_CONCERNS.items() if c == concern]
+    return [
+        f"{CPU_TEST_DIR}/{name}" for name, c in TEST_CONCERNS.items() if c == concern
+    ]
+
+
+def test_the_package_ships_its_descriptions():
+    """pyproject's package data covers every description (a wheel without them has no
+    ``PATCHES``)."""
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    setuptools = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]
+    patterns = setuptools["package-data"]["sglang_eagle_sizing"]
+    package = series.DESCRIPTIONS.parent
+    for path in series.DESCRIPTIONS.glob("*.md"):
+        name = path.relative_to(package).as_posix()
+        assert any(fnmatch(name, pattern) for pattern in patterns), name
 
 
 def test_every_concern_has_its_file_and_nothing_else():
@@ -61,9 +84,14 @@ def test_every_concern_has_its_file_and_nothing_else():
 @pytest.mark.parametrize("concern", concerns.ORDER)
 def test_the_sections_of_sglangs_template_in_order(concern):
     body = _patch(concern).body
-    positions = [body.find(f"\n{s}\n") if i else body.find(f"{s}\n") for i, s in enumerate(SECTIONS)]
+    positions = [
+        body.find(f"\n{s}\n") if i else body.find(f"{s}\n")
+        for i, s in enumerate(SECTIONS)
+    ]
     assert -1 not in positions and positions == sorted(positions), (concern, positions)
-    boxes = re.findall(r"^- \[([ x])\] (.*)$", body.split("## Checklist", 1)[1], re.MULTILINE)
+    boxes = re.findall(
+        r"^- \[([ x])\] (.*)$", body.split("## Checklist", 1)[1], re.MULTILINE
+    )
     assert len(boxes) == len(BOXES) and all(
         text.startswith(first) for (_, text), first in zip(boxes, BOXES)
     ), concern
@@ -87,7 +115,9 @@ def test_the_commands_and_paths_named_are_the_patchs_own(concern):
             assert f"{HARNESS_DIR}/{name}" in landed, (concern, name)
 
 
-@pytest.mark.parametrize("concern", [c for c in concerns.ORDER if c != concerns.E2E_TEST])
+@pytest.mark.parametrize(
+    "concern", [c for c in concerns.ORDER if c != concerns.E2E_TEST]
+)
 def test_the_test_classes_named_are_in_the_patchs_test_files(concern):
     files = inserted_test_files()
     defined: dict[str, set[str]] = {}
@@ -114,6 +144,8 @@ def test_accuracy_exactly_where_model_side_code_changes():
     with_accuracy = {p.concern for p in series.PATCHES if "\n### Accuracy\n" in p.body}
     assert with_accuracy == model_side
     for concern in with_accuracy:
-        accuracy = _patch(concern).body.split("\n### Accuracy\n", 1)[1].split("\n## ", 1)[0]
+        accuracy = (
+            _patch(concern).body.split("\n### Accuracy\n", 1)[1].split("\n## ", 1)[0]
+        )
         assert accuracy.count("No GPU was used") == 1, concern
         assert "CUDA graphs and kernels were not run" in accuracy, concern
