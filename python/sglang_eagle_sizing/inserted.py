@@ -696,8 +696,7 @@ def speculators_eagle3_to_llama_config(config_dict: dict, path: str = "config.js
         # (0: the embeddings, k: the output of layer k - 1); SGLang's ids name the
         # layer whose output is captured.
         if not isinstance(layer_ids, list) or not all(
-            isinstance(i, int) and not isinstance(i, bool) and i > 0
-            for i in layer_ids
+            isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in layer_ids
         ):
             raise refuse(
                 "eagle_aux_hidden_state_layer_ids",
