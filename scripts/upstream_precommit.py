@@ -429,7 +429,18 @@ def summary_table(results: list[PatchResult]) -> list[str]:
     return rows
 
 
-def doc(runs: list[tuple[str, HookSet, list[PatchResult]]]) -> str:
+def _describe() -> str:
+    result = subprocess.run(
+        ["git", "describe", "--always", "--dirty"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return f"commit {result.stdout.strip()}" if result.returncode == 0 else "an unknown commit"
+
+
+def doc(runs: list[tuple[str, HookSet, list[PatchResult]]], gpu_test: bool = False) -> str:
     out = [
         "# SGLang's own pre-commit hooks on the series",
         "",
@@ -474,6 +485,9 @@ def doc(runs: list[tuple[str, HookSet, list[PatchResult]]]) -> str:
             f"| {hooks.family} (checkout {tag}) | {', '.join(hooks.pins)} | "
             f"{hooks.ruff_select} | {hooks.source} |"
         )
+    rev = os.environ.get("UPSTREAM_PRECOMMIT_TOOL_REV") or _describe()
+    flag = " --with-gpu-test" if gpu_test else ""
+    out += ["", f"Series written by `sglang-eagle-sizing pr --series{flag}` at {rev}."]
     out += ["", "Not run (they never act on a Python file a patch writes):", ""]
     out += [f"- {k}: {v}" for k, v in NOT_RUN.items()]
     for tag, hooks, results in runs:
@@ -519,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(violation_lines(results)))
         print("\n".join(summary_table(results)))
     if args.doc:
-        args.doc.write_text(doc(runs))
+        args.doc.write_text(doc(runs, args.with_gpu_test))
     print(f"ran in {time.monotonic() - started:.0f} s", file=sys.stderr)
     return 1 if any(r.findings for _, _, results in runs for r in results) else 0
 
