@@ -20,7 +20,7 @@ import pytest
 from conftest import git, git_status, make_checkout
 from conftest import run_cli as run
 from conftest import tree_digest
-from sglang_eagle_sizing import families
+from sglang_eagle_sizing import concerns, families
 from sglang_eagle_sizing.after_refactor import sites
 from sglang_eagle_sizing.tree import SglangTree
 from sglang_eagle_sizing.wheel import cached_release_wheel
@@ -244,7 +244,7 @@ _FIRST = {id(m) for m in {m.killed_by: m for m in reversed(MUTANTS)}.values()}
 SAMPLED_MUTANTS = [
     m
     for m in MUTANTS
-    if id(m) in _FIRST or m.killed_by.endswith("test_aux_layer_count.py") or "off by one" in m.name
+    if id(m) in _FIRST or m.killed_by.endswith("test_eagle3_aux_layer_count.py") or "off by one" in m.name
 ]
 
 
@@ -273,6 +273,30 @@ def test_the_mutant_table_in_the_docs_lists_every_mutant_killed():
     rows = _doc_rows(tables.MUTANTS_START, tables.MUTANTS_END)
     assert [row.split(" | ")[0].removeprefix("| ") for row in rows] == [m.name for m in MUTANTS]
     assert all("| killed: test_" in row for row in rows), rows
+
+
+def test_the_alone_table_in_the_docs_has_each_patch_standing_alone():
+    """scripts/release_0_5_23_tables.py writes it: each patch applies on the release with the
+    patches it needs, its tests pass with it and fail with its fix taken out."""
+    rows = _doc_rows(tables.ALONE_START, tables.ALONE_END)
+    assert [row.split(" | ")[1] for row in rows] == list(concerns.AFTER_REFACTOR_ORDER)
+    for row in rows:
+        _, _, _, applies, with_fix, without, _ = row.split(" | ")
+        assert applies == "yes" and with_fix.endswith(" tests OK"), row
+        assert without.startswith("fails: "), row
+
+
+def test_each_description_has_upstreams_template_and_says_what_it_needs():
+    from sglang_eagle_sizing.after_refactor import series as after_refactor
+
+    for patch in after_refactor.patches():
+        sections = re.findall(r"^## (.+)$", patch.body, re.M)
+        assert sections[0] == "Motivation" and sections[-1] == "Checklist", patch.concern
+        assert "Modifications" in sections and "Benchmark & Profiling" in sections
+        needs = re.search(r"^Needs ", patch.body, re.M)
+        assert bool(needs) == (patch.concern in after_refactor.NEEDS), patch.concern
+        for word in ("mutant", "sglang-eagle-sizing", "sglang_eagle_sizing", "/tmp/", "/work/"):
+            assert word not in patch.body, (patch.concern, word)
 
 
 def test_the_series_table_in_the_docs_is_the_series(tmp_path):

@@ -52,16 +52,18 @@ ORDER: tuple[str, ...] = (
 
 #: SGLang 0.5.23's concerns (``after_refactor/``), in the order its series lands them.
 AUX_COUNT = "aux-count"
+TOP_LEVEL_LAYER_IDS = "top-level-layer-ids"
 DRAFT_CHECK = "draft-check"
 DRAFT_DTYPE = "draft-dtype"
 SPECULATORS_EAGLE3 = "speculators-eagle3"
 SPECULATORS_NORMS = "speculators-norms"
 AFTER_REFACTOR_ORDER: tuple[str, ...] = (
     AUX_COUNT,
+    TOP_LEVEL_LAYER_IDS,
     DRAFT_CHECK,
     DRAFT_DTYPE,
-    SPECULATORS_EAGLE3,
     SPECULATORS_NORMS,
+    SPECULATORS_EAGLE3,
 )
 
 #: The concerns that route sizing sites: the routing itself, then one behaviour fix each.

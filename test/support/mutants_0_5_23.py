@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 SRT = "python/sglang/srt/"
-TESTS = "test/registered/unit/speculative/eagle3_draft/"
+TESTS = "test/registered/unit/speculative/"
 CAPTURE = SRT + "model_executor/model_runner_components/spec_aux_hidden_state.py"
 PARSER = SRT + "speculative/eagle3_draft_config.py"
 HOOK = SRT + "arg_groups/speculative_hook.py"
@@ -52,43 +52,48 @@ def _edit(file: str, pattern: str, replacement: str) -> Callable[[Path], None]:
 
 MUTANTS = (
     Mutant(
-        "extend width: 0.5.23's count (num_aux_hidden_states first)",
-        TESTS + "test_aux_layer_count.py",
-        _release(SRT + "speculative/eagle_utils.py"),
-    ),
-    Mutant(
         "llama_eagle3 fc: 0.5.23's count (top-level ids ignored)",
-        TESTS + "test_aux_layer_count.py",
+        TESTS + "test_eagle3_aux_layer_count.py",
         _release(SRT + "models/llama_eagle3.py"),
     ),
     Mutant(
         "kimi_k25_eagle3 fc: 0.5.23's count (num_aux_hidden_states ignored)",
-        TESTS + "test_aux_layer_count.py",
+        TESTS + "test_eagle3_aux_layer_count.py",
         _release(SRT + "models/kimi_k25_eagle3.py"),
     ),
     Mutant(
         "capture: 0.5.23's reading (eagle_config ids only)",
-        TESTS + "test_aux_layer_count.py",
+        TESTS + "test_eagle3_top_level_layer_ids.py",
         _release(CAPTURE),
     ),
     Mutant(
         "draft check: not called",
-        TESTS + "test_draft_check.py",
+        TESTS + "test_eagle3_draft_check.py",
         _edit(CAPTURE, r"        validate_eagle3_draft_config\(\n(?:.*\n){3}        \)\n", ""),
     ),
     Mutant(
         "draft check: an id past the target's layers allowed",
-        TESTS + "test_draft_check.py",
+        TESTS + "test_eagle3_draft_check.py",
         _edit(PARSER, r"max\(layer_ids\) > num_layers:", "max(layer_ids) > num_layers + 1:"),
     ),
     Mutant(
+        "draft check: a num_aux_hidden_states other than the captured layers allowed",
+        TESTS + "test_eagle3_draft_check.py",
+        _edit(PARSER, r"if draft_config\.num_aux_hidden_states != captured:", "if False:"),
+    ),
+    Mutant(
+        "draft check: layer ids declared twice may differ",
+        TESTS + "test_eagle3_draft_check.py",
+        _edit(PARSER, r"if list\(nested_ids\) != list\(top_level_ids\):", "if False:"),
+    ),
+    Mutant(
         "draft dtype: not decided (0.5.23's draft keeps its config's dtype)",
-        TESTS + "test_draft_dtype.py",
+        TESTS + "test_eagle_draft_dtype.py",
         _edit(HOOK, r"\n    _handle_eagle_draft_dtype\(server_args\)\n", "\n"),
     ),
     Mutant(
         "draft dtype: STANDALONE takes the target's too",
-        TESTS + "test_draft_dtype.py",
+        TESTS + "test_eagle_draft_dtype.py",
         _edit(
             HOOK,
             r'"auto" or cfg.speculative_algorithm not in \("EAGLE", "EAGLE3"\)',
@@ -97,63 +102,48 @@ MUTANTS = (
     ),
     Mutant(
         "capture: the class's method alone (0.5.23's configure_aux_hidden_state_capture)",
-        TESTS + "test_capture_rule.py",
+        TESTS + "test_eagle3_capture_rule.py",
         _release(SRT + "model_executor/model_runner_components/attention_backend_setup.py"),
     ),
     Mutant(
         "capture: GPT-OSS's last layer's output refused",
-        TESTS + "test_capture_rule.py",
+        TESTS + "test_eagle3_capture_rule.py",
         _edit(PARSER, r'if getattr\(holder, "captures_final_hidden_state", False\):', "if False:"),
     ),
     Mutant(
         "capture: a delegating target's capture not reached",
-        TESTS + "test_capture_rule.py",
+        TESTS + "test_eagle3_capture_rule.py",
         _edit(PARSER, r"for m in model\.modules\(\)", "for m in model.children()"),
     ),
     Mutant(
         "speculators format: not read (0.5.23's AutoConfig alone)",
-        TESTS + "test_speculators_format.py",
-        _edit(CONFIG, r"config = auto_config_or_speculators_eagle3\(", "config = AutoConfig.from_pretrained("),
+        TESTS + "test_eagle3_speculators_format.py",
+        _edit(CONFIG, r"config = _try_load_speculators_eagle3_config\(model, revision, \*\*kwargs\)", "config = None"),
     ),
     Mutant(
         "speculators format: layer ids taken as SGLang's (off by one)",
-        TESTS + "test_speculators_format.py",
+        TESTS + "test_eagle3_speculators_format.py",
         _edit(CONFIG, r"\[i - 1 for i in layer_ids\]", "list(layer_ids)"),
     ),
     Mutant(
         "speculators format: the ids given to DeepSeek's rule unchanged",
-        TESTS + "test_speculators_format.py",
+        TESTS + "test_eagle3_speculators_format.py",
         _edit(PARSER, r"if hidden_state_indices is not None:", "if False:"),
     ),
     Mutant(
         "speculators format: a refused id named as SGLang counts it",
-        TESTS + "test_speculators_format.py",
+        TESTS + "test_eagle3_speculators_format.py",
         _edit(CONFIG, r"config\.speculators_eagle_aux_hidden_state_layer_ids = layer_ids", "pass"),
     ),
     Mutant(
         "norm_before_residual: not read (0.5.23's raw residual)",
-        TESTS + "test_norm_variants.py",
+        TESTS + "test_eagle3_norm_before_residual.py",
         _edit(EAGLE3, r"self\.norm_before_residual = bool\(", "self.norm_before_residual = False and bool("),
     ),
     Mutant(
         "norm_before_residual: read from eagle_config only",
-        TESTS + "test_norm_variants.py",
+        TESTS + "test_eagle3_norm_before_residual.py",
         _edit(EAGLE3, r'getattr\(config, "norm_before_residual", False\)', "False"),
-    ),
-    Mutant(
-        "norm_before_fc: input_norm not applied",
-        TESTS + "test_norm_variants.py",
-        _edit(EAGLE3, r"hidden_states = self\.input_norm\(hidden_states\)", "pass"),
-    ),
-    Mutant(
-        "fc_norm: the per-layer norms not applied",
-        TESTS + "test_norm_variants.py",
-        _edit(EAGLE3, r"\[norm\(chunk\) for norm, chunk in", "[chunk for norm, chunk in"),
-    ),
-    Mutant(
-        "norm_output: the next step reads the hidden states before the norm",
-        TESTS + "test_norm_variants.py",
-        _edit(EAGLE3, r"aux = hidden_states_to_logits if self\.norm_output else", "aux ="),
     ),
 )
 
@@ -178,13 +168,13 @@ MUTANTS += (
     Mutant(
         "standalone disagg: no first draft input for STANDALONE (0.5.23's build_disagg_draft_input)",
         PD_TEST,
-        _edit(SPEC_INFO, r"if self\.is_eagle\(\) or self\.is_standalone\(\):\n            from sglang\.srt\.speculative\.eagle_disaggregation",
+        _edit(SPEC_INFO, r"if self\.need_topk\(\):\n            from sglang\.srt\.speculative\.eagle_disaggregation",
               "if self.is_eagle():\n            from sglang.srt.speculative.eagle_disaggregation"),
     ),
     Mutant(
         "standalone disagg: hidden states stacked for every algorithm",
         PD_TEST,
-        _edit(EAGLE_DISAGG, r"if batch\.spec_algorithm\.carries_draft_hidden_states\(\):", "if True:"),
+        _edit(EAGLE_DISAGG, r"\n    if with_hidden_states:\n", "\n    if True:\n"),
     ),
     Mutant(
         "idle verify input: no kv_indptr / kv_indices (0.5.23's EagleVerifyInput)",

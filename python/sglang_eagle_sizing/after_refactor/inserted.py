@@ -11,8 +11,8 @@ PARSE = "parse_eagle3_draft_config"
 EAGLE3_DRAFT_CONFIG = '''\
 """The EAGLE-3 drafter's aux hidden states, read from its config alone.
 
-The target's capture, the drafter's ``fc`` and the draft-extend buffers all take the
-layers and their number from ``parse_eagle3_draft_config``, so they cannot disagree.
+The drafter's ``fc``, the draft-extend buffers and the target's capture take the layers
+and their number from ``parse_eagle3_draft_config``, so they cannot disagree.
 """
 
 from __future__ import annotations
@@ -36,76 +36,34 @@ class Eagle3DraftConfig:
     num_aux_hidden_states: int
 
 
-def _invalid(draft_hf_config: Any, key: str, value: Any, expected: str) -> ValueError:
-    path = getattr(draft_hf_config, "name_or_path", "") or "<unknown>"
-    return ValueError(
-        f"Invalid {key}={value!r} in the EAGLE-3 draft model config {path}: "
-        f"expected {expected}."
-    )
-
-
-def _read_layer_ids(draft_hf_config: Any, key: str, value: Any) -> Optional[List[int]]:
-    if value is None:
-        return None
-    if (
-        not isinstance(value, (list, tuple))
-        or not value
-        or not all(isinstance(i, int) and not isinstance(i, bool) for i in value)
-        or min(value) < 0
-    ):
-        raise _invalid(draft_hf_config, key, value, "a non-empty list of layer ids")
-    return list(value)
+def _eagle_config_get(draft_hf_config: Any, key: str, default: Any = None) -> Any:
+    eagle_config = getattr(draft_hf_config, "eagle_config", None) or {}
+    if isinstance(eagle_config, dict):
+        return eagle_config.get(key, default)
+    return getattr(eagle_config, key, default)
 
 
 def parse_eagle3_draft_config(*, draft_hf_config: Any) -> Eagle3DraftConfig:
-    """Read which target layers an EAGLE-3 drafter concatenates.
+    """Read which target layers an EAGLE-3 drafter concatenates, and how many.
 
-    The layer ids may be declared in ``eagle_config`` (a dict or an object) or at the
-    top level of the config; declared in both, they must name the same layers. A
-    declared ``num_aux_hidden_states`` must equal the number of layers captured.
+    Layer ids: ``eagle_config``'s (a dict or an object), else the top level's. Their
+    number: an explicit ``num_aux_hidden_states``, else the number of layer ids, else
+    the target's default layers.
     """
-    eagle_config = getattr(draft_hf_config, "eagle_config", None) or {}
-    if isinstance(eagle_config, dict):
-        use_aux_hidden_state = eagle_config.get("use_aux_hidden_state", True)
-        nested_ids = eagle_config.get(_LAYER_IDS_KEY)
-    else:
-        use_aux_hidden_state = getattr(eagle_config, "use_aux_hidden_state", True)
-        nested_ids = getattr(eagle_config, _LAYER_IDS_KEY, None)
-
-    nested_key = f"eagle_config.{_LAYER_IDS_KEY}"
-    nested_ids = _read_layer_ids(draft_hf_config, nested_key, nested_ids)
-    top_level_ids = _read_layer_ids(
-        draft_hf_config,
-        _LAYER_IDS_KEY,
-        getattr(draft_hf_config, _LAYER_IDS_KEY, None),
-    )
-    if nested_ids is not None and top_level_ids is not None:
-        if nested_ids != top_level_ids:
-            raise _invalid(
-                draft_hf_config,
-                _LAYER_IDS_KEY,
-                top_level_ids,
-                f"the layers of {nested_key}={nested_ids!r}",
-            )
-    layer_ids = nested_ids if nested_ids is not None else top_level_ids
-
+    layer_ids = _eagle_config_get(draft_hf_config, _LAYER_IDS_KEY)
     if layer_ids is None:
-        num_aux_hidden_states = DEFAULT_NUM_AUX_HIDDEN_STATES
-        captured = "the target's default layers"
-    else:
-        num_aux_hidden_states = len(layer_ids)
-        captured = "its layer ids"
-    declared = getattr(draft_hf_config, "num_aux_hidden_states", None)
-    if declared is not None and declared != num_aux_hidden_states:
-        raise _invalid(
-            draft_hf_config,
-            "num_aux_hidden_states",
-            declared,
-            f"{num_aux_hidden_states}, the number of {captured}",
+        layer_ids = getattr(draft_hf_config, _LAYER_IDS_KEY, None)
+    num_aux_hidden_states = getattr(draft_hf_config, "num_aux_hidden_states", None)
+    if num_aux_hidden_states is None:
+        num_aux_hidden_states = (
+            DEFAULT_NUM_AUX_HIDDEN_STATES if layer_ids is None else len(layer_ids)
         )
+    use_aux_hidden_state = _eagle_config_get(
+        draft_hf_config, "use_aux_hidden_state", True
+    )
     return Eagle3DraftConfig(
         use_aux_hidden_state=bool(use_aux_hidden_state),
-        aux_hidden_state_layer_ids=layer_ids,
+        aux_hidden_state_layer_ids=None if layer_ids is None else list(layer_ids),
         num_aux_hidden_states=num_aux_hidden_states,
     )
 '''
@@ -117,6 +75,24 @@ VALIDATE = "validate_eagle3_draft_config"
 CAPTURE = "set_eagle3_layers_to_capture"
 EAGLE3_DRAFT_CHECK = """
 
+def _invalid(draft_hf_config: Any, key: str, value: Any, expected: str) -> ValueError:
+    path = getattr(draft_hf_config, "name_or_path", "") or "<unknown>"
+    return ValueError(
+        f"Invalid {key}={value!r} in the EAGLE-3 draft model config {path}: "
+        f"expected {expected}."
+    )
+
+
+def _check_layer_ids(draft_hf_config: Any, key: str, value: Any) -> None:
+    if value is not None and (
+        not isinstance(value, (list, tuple))
+        or not value
+        or not all(isinstance(i, int) and not isinstance(i, bool) for i in value)
+        or min(value) < 0
+    ):
+        raise _invalid(draft_hf_config, key, value, "a non-empty list of layer ids")
+
+
 def validate_eagle3_draft_config(
     draft_config: Eagle3DraftConfig, *, draft_hf_config: Any, target_hf_config: Any
 ) -> None:
@@ -127,6 +103,32 @@ def validate_eagle3_draft_config(
     \"\"\"
     if not draft_config.use_aux_hidden_state:
         return
+    nested_key = f"eagle_config.{_LAYER_IDS_KEY}"
+    nested_ids = _eagle_config_get(draft_hf_config, _LAYER_IDS_KEY)
+    top_level_ids = getattr(draft_hf_config, _LAYER_IDS_KEY, None)
+    _check_layer_ids(draft_hf_config, nested_key, nested_ids)
+    _check_layer_ids(draft_hf_config, _LAYER_IDS_KEY, top_level_ids)
+    if nested_ids is not None and top_level_ids is not None:
+        if list(nested_ids) != list(top_level_ids):
+            raise _invalid(
+                draft_hf_config,
+                _LAYER_IDS_KEY,
+                top_level_ids,
+                f"the layers of {nested_key}={nested_ids!r}",
+            )
+    if top_level_ids is None and nested_ids is None:
+        captured = DEFAULT_NUM_AUX_HIDDEN_STATES
+        what = "the target's default layers"
+    else:
+        captured = len(draft_config.aux_hidden_state_layer_ids)
+        what = "its layer ids"
+    if draft_config.num_aux_hidden_states != captured:
+        raise _invalid(
+            draft_hf_config,
+            "num_aux_hidden_states",
+            draft_config.num_aux_hidden_states,
+            f"{captured}, the number of {what}",
+        )
     target_hidden_size = target_hf_config.hidden_size
     hidden_size_in = getattr(draft_hf_config, "target_hidden_size", None)
     if hidden_size_in is None and draft_hf_config.hidden_size != target_hidden_size:
@@ -310,6 +312,31 @@ FINAL_HIDDEN_STATE_TEXT = """# EAGLE-3: layers_to_capture may hold the layer cou
 captures_final_hidden_state = True
 """
 
+#: Before ``HfModelConfigParser`` in ``utils/hf_transformers/config.py`` (the
+#: ``speculators-eagle3`` concern), in the idiom of ``_try_load_longcat_config`` and
+#: ``_try_load_raw_mamba_config``: read before ``AutoConfig``, ``None`` for another format.
+#: The converter is 0.5.11's (``inserted.SPECULATORS_CONFIG_FUNCTIONS``).
+SPECULATORS_LOADER = "_try_load_speculators_eagle3_config"
+SPECULATORS_LOADER_FUNCTION = '''
+def _try_load_speculators_eagle3_config(
+    model, revision: Optional[str], **kwargs
+) -> Optional[PretrainedConfig]:
+    """Recognize EAGLE-3 drafters saved by the speculators library (vLLM's format).
+
+    They have no `model_type` (`AutoConfig.from_pretrained` rejects them) and nest the
+    decoder layer's config under `transformer_layer_config`; read as the
+    `LlamaForCausalLMEagle3` config they are.
+    """
+    config_dict, _ = PretrainedConfig.get_config_dict(
+        model, revision=revision, **kwargs
+    )
+    if "speculators_config" not in config_dict:
+        return None
+    config = speculators_eagle3_to_llama_config(config_dict, f"{model}/config.json")
+    config._name_or_path = str(model)
+    return config
+'''
+
 #: After ``_handle_iquest_q1_mtp_draft`` in ``arg_groups/speculative_hook.py``, and called by
 #: ``_handle_eagle_family`` after it (the ``draft-dtype`` concern).
 DRAFT_DTYPE_HOOK = "_handle_eagle_draft_dtype"
@@ -320,10 +347,12 @@ def _handle_eagle_draft_dtype(server_args: ServerArgs) -> None:
 
     The draft model reads the target's hidden states as they are (fc, the draft-extend
     buffers, the PD transfer), so a draft config saved in another dtype than the
-    target's (a float16 drafter for a bfloat16 target) must not decide its own.
+    target's (a float16 drafter for a bfloat16 target) must not decide its own. The
+    draft's ModelConfig takes --dtype, so --dtype becomes the target's resolved dtype.
     STANDALONE drafts from tokens alone and keeps its own dtype.
     """
-    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.configs.model_config import _get_and_verify_dtype
+    from sglang.srt.utils.hf_transformers_utils import get_config, get_hf_text_config
 
     cfg = resolving_view(server_args)
     if cfg.dtype != "auto" or cfg.speculative_algorithm not in ("EAGLE", "EAGLE3"):
@@ -331,12 +360,12 @@ def _handle_eagle_draft_dtype(server_args: ServerArgs) -> None:
     if cfg.speculative_draft_model_path in (None, cfg.model_path):
         return
     target_dtype = model_config_of(server_args).dtype
-    draft_dtype = ModelConfig.from_server_args(
-        server_args,
-        model_path=cfg.speculative_draft_model_path,
-        model_revision=cfg.speculative_draft_model_revision,
-        is_draft_model=True,
-    ).dtype
+    draft = get_config(
+        cfg.speculative_draft_model_path,
+        trust_remote_code=cfg.trust_remote_code,
+        revision=cfg.speculative_draft_model_revision,
+    )
+    draft_dtype = _get_and_verify_dtype(get_hf_text_config(draft), "auto")
     if draft_dtype == target_dtype:
         return
     dtype = str(target_dtype).removeprefix("torch.")

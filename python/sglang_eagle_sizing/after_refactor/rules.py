@@ -38,6 +38,8 @@ from .inserted import (
     INDICES_FIELD_TEXT,
     NORM_BEFORE_RESIDUAL_FLAG,
     PARSE,
+    SPECULATORS_LOADER,
+    SPECULATORS_LOADER_FUNCTION,
     VALIDATE,
 )
 from .sites import (
@@ -245,7 +247,7 @@ class TargetCaptureRule(CaptureTryRule):
     on 0.5.23's place, with the parser's three lines for the ``= True`` default and the
     ``try: eagle_config.get(...) ... except Exception:`` after it."""
 
-    concerns = (concerns.AUX_COUNT,)
+    concerns = (concerns.TOP_LEVEL_LAYER_IDS,)
     files = frozenset({TARGET_CAPTURE[0]})
     needles = ("eagle_aux_hidden_state_layer_ids",)
     place = TARGET_CAPTURE
@@ -396,53 +398,90 @@ def _calls_only(stmt: cst.CSTNode, name: str) -> bool:
     )
 
 
-class SpeculatorsConfigRule(Rule):
+def _converter() -> list[cst.BaseStatement]:
+    """0.5.11's converter of the format (``speculators_eagle3_to_llama_config``), alone."""
+    module = cst.parse_module(shared.SPECULATORS_CONFIG_FUNCTIONS.strip() + "\n")
+    return [
+        f
+        for f in module.body
+        if isinstance(f, cst.FunctionDef) and f.name.value == CONVERTER
+    ]
+
+
+CONVERTER = "speculators_eagle3_to_llama_config"
+
+
+class SpeculatorsConfigRule(_ScopedRule):
     """EAGLE-3 drafters saved by the speculators library (no ``model_type``: ``AutoConfig``
-    refuses them) read as their ``LlamaForCausalLMEagle3`` config: the HF parser's
-    ``AutoConfig.from_pretrained`` becomes ``auto_config_or_speculators_eagle3`` (the same
-    arguments), defined with the format's converter before the parser class. The functions
-    are 0.5.11's (``inserted.SPECULATORS_CONFIG_FUNCTIONS``): one converter, one layer-id
-    convention, for both release families. A config AutoConfig reads is not read again."""
+    refuses them) read as their ``LlamaForCausalLMEagle3`` config: one more
+    ``if config is None: config = _try_load_speculators_eagle3_config(...)`` in
+    ``HfModelConfigParser.parse``, right before the one that calls ``AutoConfig``, the
+    function (``inserted.SPECULATORS_LOADER_FUNCTION``) and the format's converter defined
+    before the parser class."""
 
     concerns = (concerns.SPECULATORS_EAGLE3,)
     files = frozenset({CONFIG_READ[0]})
-    needles = (shared.AUTO_CONFIG_CALL, shared.SPECULATORS_CONFIG_READ)
+    places = (CONFIG_READ,)
+    needles = (shared.AUTO_CONFIG_CALL, SPECULATORS_LOADER)
+    reads = "the config is read there"
 
     def __init__(self, file: str):
         super().__init__(file)
         self.found = False
 
-    def leave_Call(self, original_node, updated_node):
+    @staticmethod
+    def _fallback_to(stmt: cst.CSTNode, name: str) -> bool:
+        # `if config is None: config = <name>(...)`
+        return (
+            isinstance(stmt, cst.If)
+            and same_expression(stmt.test, "config is None")
+            and len(stmt.body.body) == 1
+            and _contains(stmt.body, lambda n: isinstance(n, cst.Call) and dotted(n.func) == name)
+        )
+
+    def leave_IndentedBlock(self, original_node, updated_node):
         if self.scope != CONFIG_READ[1]:
             return updated_node
-        name = dotted(original_node.func)
-        if name == shared.SPECULATORS_CONFIG_READ:
+        body = list(updated_node.body)
+        for index, stmt in enumerate(body):
+            if self._fallback_to(stmt, SPECULATORS_LOADER):
+                self.found = True
+                self.report(original_node.body[index], LABEL_SPECULATORS, Finding.ROUTED)
+                return updated_node
+        for index, stmt in enumerate(body):
+            if not self._fallback_to(stmt, shared.AUTO_CONFIG_CALL):
+                continue
             self.found = True
-            self.report(original_node, LABEL_SPECULATORS, Finding.ROUTED)
-        elif name == shared.AUTO_CONFIG_CALL:
-            if self.found:
-                raise self.fail(original_node, f"{self.scope}: a second {name}")
-            self.found = True
-            self.report(original_node, LABEL_SPECULATORS, Finding.UNROUTED)
-            return updated_node.with_changes(func=cst.Name(shared.SPECULATORS_CONFIG_READ))
+            self.report(original_node.body[index], LABEL_SPECULATORS, Finding.UNROUTED)
+            new = statement(
+                "if config is None:\n"
+                f"    config = {SPECULATORS_LOADER}(model, revision, **kwargs)\n",
+                self.column_of(original_node.body[index]),
+            )
+            body.insert(index, new)
+            return updated_node.with_changes(body=body)
         return updated_node
 
     def leave_Module(self, original_node, updated_node):
         if not self.found:
             raise self.fail(
-                original_node, f"{CONFIG_READ[1]}: no {shared.AUTO_CONFIG_CALL} call"
+                original_node,
+                f"{CONFIG_READ[1]}: no `if config is None:` fallback to "
+                f"{shared.AUTO_CONFIG_CALL}",
             )
         body = list(updated_node.body)
         names = [getattr(stmt, "name", None) for stmt in body]
         values = [n.value for n in names if n is not None]
-        if "is_speculators_eagle3_config" in values:
+        if SPECULATORS_LOADER in values:
             return updated_node
         owner = CONFIG_READ[1].split(".")[0]
         if values.count(owner) != 1:
             raise self.fail(original_node, f"no top-level class {owner}")
         index = next(i for i, n in enumerate(names) if n is not None and n.value == owner)
-        functions = cst.parse_module(shared.SPECULATORS_CONFIG_FUNCTIONS.strip() + "\n").body
-        functions = [f.with_changes(leading_lines=_two_blank_lines()) for f in functions]
+        loader = cst.parse_module(SPECULATORS_LOADER_FUNCTION.strip() + "\n").body
+        functions = [
+            f.with_changes(leading_lines=_two_blank_lines()) for f in [*_converter(), *loader]
+        ]
         body[index:index] = functions
         body[index + len(functions)] = body[index + len(functions)].with_changes(
             leading_lines=_two_blank_lines()
@@ -856,21 +895,26 @@ def _assigns_into(node: cst.CSTNode, buffer: str) -> bool:
     return _contains(node, predicate)
 
 
+HIDDEN_STATES_FLAG = "with_hidden_states"
+
+
 class DisaggDraftInputRule(_OneStatementRule):
     """``SpeculativeAlgorithm.build_disagg_draft_input`` builds STANDALONE's first decode draft
     input as EAGLE's (STANDALONE runs the EAGLE worker): the ``if self.is_eagle():`` that
-    calls ``build_eagle_disagg_draft_input`` also takes ``self.is_standalone()``."""
+    calls ``build_eagle_disagg_draft_input`` becomes ``if self.need_topk():``, and the call
+    says whether the algorithm's draft input carries hidden states."""
 
     concerns = (concerns.STANDALONE_DISAGG,)
     place = DISAGG_DRAFT_INPUT
     label = LABEL_DISAGG
+    FLAG = f"{HIDDEN_STATES_FLAG}=self.carries_draft_hidden_states()"
 
     def _builds_eagle_input(self, stmt) -> bool:
         return isinstance(stmt, cst.If) and _mentions(stmt.body, DISAGG_DRAFT_HIDDEN[1])
 
     def routed(self, stmt):
         return self._builds_eagle_input(stmt) and same_expression(
-            stmt.test, "self.is_eagle() or self.is_standalone()"
+            stmt.test, "self.need_topk()"
         )
 
     def rewrite(self, stmt, column):
@@ -879,8 +923,29 @@ class DisaggDraftInputRule(_OneStatementRule):
         if not same_expression(stmt.test, "self.is_eagle()"):
             raise self.fail(stmt, f"{self.scope}: EAGLE's draft input is built under an "
                             f"unknown condition ({code_of(stmt.test)})")
+        body = list(stmt.body.body)
+        last = body[-1]
+        call = (
+            last.body[0].value
+            if isinstance(last, cst.SimpleStatementLine)
+            and isinstance(last.body[0], cst.Return)
+            else None
+        )
+        if not (isinstance(call, cst.Call) and dotted(call.func) == DISAGG_DRAFT_HIDDEN[1]):
+            raise self.fail(stmt, f"{self.scope}: EAGLE's draft input is not returned by "
+                            f"one call of {DISAGG_DRAFT_HIDDEN[1]}")
+        args = ", ".join(code_of(arg.value) if arg.keyword is None else
+                         f"{arg.keyword.value}={code_of(arg.value)}" for arg in call.args)
+        body[-1] = statement(
+            f"return {DISAGG_DRAFT_HIDDEN[1]}(\n"
+            f"    {args},\n"
+            f"    {self.FLAG},\n"
+            ")\n",
+            column + 4,
+        ).with_changes(leading_lines=last.leading_lines)
         new = stmt.with_changes(
-            test=cst.parse_expression("self.is_eagle() or self.is_standalone()"),
+            test=cst.parse_expression("self.need_topk()"),
+            body=stmt.body.with_changes(body=body),
             leading_lines=[],
         )
         return [
@@ -893,14 +958,14 @@ class DisaggDraftInputRule(_OneStatementRule):
 
 
 class DisaggDraftHiddenRule(_OneStatementRule):
-    """``build_eagle_disagg_draft_input`` stacks the requests' hidden states only for an
-    algorithm that carries them (``carries_draft_hidden_states()``): STANDALONE's draft input
-    has none, as after its own prefill."""
+    """``build_eagle_disagg_draft_input`` takes ``with_hidden_states`` (default ``True``: as
+    before) and stacks the requests' hidden states only then: STANDALONE's draft input has
+    none, as after its own prefill."""
 
     concerns = (concerns.STANDALONE_DISAGG,)
     place = DISAGG_DRAFT_HIDDEN
     label = LABEL_DISAGG
-    GUARD = "batch.spec_algorithm.carries_draft_hidden_states()"
+    GUARD = HIDDEN_STATES_FLAG
 
     def routed(self, stmt):
         return (
@@ -927,6 +992,33 @@ class DisaggDraftHiddenRule(_OneStatementRule):
             f"    hidden_states = {code_of(small.value)}\n",
             column,
         )
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        scope = self.scope
+        updated_node = super().leave_FunctionDef(original_node, updated_node)
+        if scope != self.place[1]:
+            return updated_node
+        params = updated_node.params
+        names = [p.name.value for p in (*params.params, *params.kwonly_params)]
+        if HIDDEN_STATES_FLAG in names:
+            return updated_node
+        if params.star_arg is not cst.MaybeSentinel.DEFAULT or params.star_kwarg:
+            raise self.fail(original_node, f"{scope}: a signature the rule does not know")
+        flag = cst.Param(
+            name=cst.Name(HIDDEN_STATES_FLAG),
+            annotation=cst.Annotation(cst.Name("bool")),
+            default=cst.Name("True"),
+        )
+        *first, last = params.params
+        if not first or not isinstance(last.comma, cst.Comma):
+            # black puts one parameter a line, each with its comma, the last one too
+            raise self.fail(original_node, f"{scope}: a signature the rule does not know")
+        new_params = [
+            *first,
+            last.with_changes(comma=first[-1].comma),
+            flag.with_changes(comma=last.comma),
+        ]
+        return updated_node.with_changes(params=params.with_changes(params=new_params))
 
 
 class _ClassRule(Rule):

@@ -127,27 +127,20 @@ NEW_MODULES = {
     )
 }
 
-#: The fork's tests, by the concern whose patch adds them (paths from the checkout root): one
-#: folder, its harness (``common.py``) added with the first patch.
-UNIT_TESTS = "test/registered/unit/speculative/eagle3_draft/"
+#: The fork's tests, by the concern whose patch adds them (paths from the checkout root):
+#: self-contained files beside upstream's own speculative unit tests.
+UNIT_TESTS = "test/registered/unit/speculative/"
 TEST_CONCERNS = {
-    UNIT_TESTS + "__init__.py": concerns.AUX_COUNT,
-    UNIT_TESTS + "common.py": concerns.AUX_COUNT,
-    UNIT_TESTS + "test_aux_layer_count.py": concerns.AUX_COUNT,
-    UNIT_TESTS + "test_draft_check.py": concerns.DRAFT_CHECK,
-    UNIT_TESTS + "test_capture_rule.py": concerns.DRAFT_CHECK,
-    UNIT_TESTS + "test_draft_dtype.py": concerns.DRAFT_DTYPE,
-    UNIT_TESTS + "test_speculators_format.py": concerns.SPECULATORS_EAGLE3,
-    UNIT_TESTS + "test_norm_variants.py": concerns.SPECULATORS_NORMS,
+    UNIT_TESTS + "test_eagle3_aux_layer_count.py": concerns.AUX_COUNT,
+    UNIT_TESTS + "test_eagle3_top_level_layer_ids.py": concerns.TOP_LEVEL_LAYER_IDS,
+    UNIT_TESTS + "test_eagle3_draft_check.py": concerns.DRAFT_CHECK,
+    UNIT_TESTS + "test_eagle3_capture_rule.py": concerns.DRAFT_CHECK,
+    UNIT_TESTS + "test_eagle_draft_dtype.py": concerns.DRAFT_DTYPE,
+    UNIT_TESTS + "test_eagle3_speculators_format.py": concerns.SPECULATORS_EAGLE3,
+    UNIT_TESTS + "test_eagle3_norm_before_residual.py": concerns.SPECULATORS_NORMS,
+    UNIT_TESTS + "test_standalone_disagg_draft_input.py": concerns.STANDALONE_DISAGG,
+    UNIT_TESTS + "test_idle_verify_input.py": concerns.IDLE_VERIFY_KV,
 }
-#: The fixes served broken under PD and DP attention: one file each, beside the folder.
-SPEC_TESTS = "test/registered/unit/speculative/"
-TEST_CONCERNS.update(
-    {
-        SPEC_TESTS + "test_standalone_disagg_draft_input.py": concerns.STANDALONE_DISAGG,
-        SPEC_TESTS + "test_idle_verify_input.py": concerns.IDLE_VERIFY_KV,
-    }
-)
 
 
 def _module_text(parts) -> str:

@@ -1,9 +1,5 @@
-"""The target captures an EAGLE-3 drafter's aux hidden states by its class's own rule, and
-refuses the layer ids it cannot capture before it serves."""
-
-from sglang.test.ci.ci_register import register_cpu_ci
-
-register_cpu_ci(est_time=5, suite="stage-a-test-cpu")
+"""The target captures an EAGLE-3 drafter's aux hidden states by its class's own rule,
+and refuses the layer ids it cannot capture before it serves."""
 
 import unittest
 from types import SimpleNamespace
@@ -19,7 +15,10 @@ from sglang.srt.models.gpt_oss import GptOssForCausalLM, GptOssModel
 from sglang.srt.models.kimi_k25 import KimiK25ForConditionalGeneration
 from sglang.srt.models.llama import LlamaForCausalLM, LlamaModel
 from sglang.srt.models.qwen3_moe import Qwen3MoeForCausalLM, Qwen3MoeModel
+from sglang.test.ci.ci_register import register_cpu_ci
 from sglang.test.test_utils import CustomTestCase
+
+register_cpu_ci(est_time=24, suite="base-a-test-cpu")
 
 NUM_LAYERS = 8
 
@@ -96,8 +95,9 @@ class TestCaptureRule(CustomTestCase):
                 self.subTest(cls.__name__),
                 self.assertRaisesRegex(
                     ValueError,
-                    rf"\[1, 3, {NUM_LAYERS - 1}\] for the target {cls.__name__}: it captures "
-                    rf"hidden states \[2, 4, {NUM_LAYERS}\].*up to {NUM_LAYERS - 1}",
+                    rf"\[1, 3, {NUM_LAYERS - 1}\] for the target {cls.__name__}: "
+                    rf"it captures hidden states \[2, 4, {NUM_LAYERS}\]"
+                    rf".*up to {NUM_LAYERS - 1}",
                 ),
             ):
                 capture(target(cls, model_cls), [1, 3, NUM_LAYERS - 1])

@@ -1,107 +1,96 @@
 """EAGLE-3 drafters saved by the speculators library load as LlamaForCausalLMEagle3, and
 the target captures the hidden states their layer ids mean."""
 
-from sglang.test.ci.ci_register import register_cpu_ci
-
-register_cpu_ci(est_time=20, suite="stage-a-test-cpu")
-
+import json
 import re
-import sys
+import tempfile
 import unittest
 from pathlib import Path
+from types import SimpleNamespace
+
+from torch import nn
 
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.model_executor.model_runner_components.attention_backend_setup import (
     configure_aux_hidden_state_capture,
 )
 from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
-    SpecAuxHiddenStateConfig,
-    _resolve_eagle_aux_hidden_state,
+    resolve_spec_aux_hidden_state_config,
 )
 from sglang.srt.models.deepseek_v2 import DeepseekV2Model, DeepseekV3ForCausalLM
 from sglang.srt.models.llama import LlamaForCausalLM, LlamaModel
+from sglang.srt.runtime_context import SpawnRanks, create_context, use_context
+from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from sglang.srt.utils.hf_transformers_utils import get_config
+from sglang.test.ci.ci_register import register_cpu_ci
+from sglang.test.test_utils import CustomTestCase
 
-CURRENT_DIR = Path(__file__).resolve().parent
-if str(CURRENT_DIR) not in sys.path:
-    sys.path.insert(0, str(CURRENT_DIR))
+register_cpu_ci(est_time=27, suite="base-a-test-cpu")
 
-from common import LLAMA, TARGET, TARGET_HIDDEN_SIZE, TARGET_NUM_LAYERS, DrafterTestCase
-from test_capture_rule import target
-
-# A config.json as speculators writes it: no model_type, the decoder layer's config nested.
+NUM_LAYERS = 6
+TARGET = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 48,
+    "num_attention_heads": 4,
+    "num_hidden_layers": NUM_LAYERS,
+}
+# As speculators writes it: no model_type, the decoder layer's config nested.
 SPECULATORS_DRAFT = {
     "architectures": ["Eagle3DraftModel"],
-    "speculators_model_type": "eagle3",
-    "speculators_config": {
-        "algorithm": "eagle3",
-        "verifier": {"architectures": ["LlamaForCausalLM"], "name_or_path": "target"},
-    },
-    "transformer_layer_config": {**LLAMA, "hidden_size": 64, "num_hidden_layers": 1},
+    "speculators_config": {"algorithm": "eagle3"},
+    "transformer_layer_config": {**TARGET, "hidden_size": 64, "num_hidden_layers": 1},
     "draft_vocab_size": 96,
-    "target_hidden_size": TARGET_HIDDEN_SIZE,
+    "target_hidden_size": 48,
     "norm_before_residual": True,
 }
+LLAMA = (LlamaForCausalLM, LlamaModel)
+DEEPSEEK = (DeepseekV3ForCausalLM, DeepseekV2Model)
 
 
-class TestSpeculatorsFormat(DrafterTestCase):
-    def _captured(self, **draft_keys):
-        server_args = self.server_args({**SPECULATORS_DRAFT, **draft_keys})
-        with self.published(server_args):
-            return self.captured_layer_ids(server_args)
+class TestSpeculatorsFormat(CustomTestCase):
+    def folder(self, config):
+        """A new folder holding ``config`` (get_config caches a path's config)."""
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        (Path(folder.name) / "config.json").write_text(json.dumps(config))
+        return folder.name
 
-    def test_the_config_reads_as_llama_eagle3(self):
-        self.write_config(self.folder, SPECULATORS_DRAFT)
-        config = get_config(self.folder, trust_remote_code=False)
-        self.assertEqual(config.architectures, ["LlamaForCausalLMEagle3"])
-        self.assertEqual(
-            (config.hidden_size, config.target_hidden_size, config.draft_vocab_size),
-            (64, TARGET_HIDDEN_SIZE, 96),
+    def resolved(self, layer_ids):
+        """What the model runner resolves for a drafter declaring ``layer_ids``."""
+        draft = {**SPECULATORS_DRAFT, "eagle_aux_hidden_state_layer_ids": layer_ids}
+        server_args = ServerArgs(
+            model_path=self.folder(TARGET),
+            device="cpu",
+            speculative_algorithm="EAGLE3",
+            speculative_draft_model_path=self.folder(draft),
+            skip_tokenizer_init=True,
         )
-        self.assertTrue(config.norm_before_residual)
-
-    def test_a_config_autoconfig_reads_is_left_as_it_is(self):
-        self.write_config(self.folder, TARGET)
-        config = get_config(self.folder, trust_remote_code=False)
-        self.assertEqual(config.architectures, ["LlamaForCausalLM"])
-        self.assertFalse(hasattr(config, "draft_vocab_size"))
-
-    def test_layer_ids_name_the_targets_hidden_states(self):
-        # speculators' id k is the target's output_hidden_states[k] (0: the embeddings),
-        # the output of layer k - 1: SGLang's id k - 1.
-        self.assertEqual(
-            self._captured(eagle_aux_hidden_state_layer_ids=[1, 3, 5]), [0, 2, 4]
+        context = create_context(
+            server_args, role="test", ranks=SpawnRanks(world_rank=0)
         )
-
-    def test_the_final_hidden_state_is_refused_naming_the_declared_ids(self):
-        # output_hidden_states[num_layers] is after the final norm, which no target
-        # captures.
-        layer_ids = [1, 3, TARGET_NUM_LAYERS]
-        with self.assertRaisesRegex(
-            ValueError,
-            rf"eagle_aux_hidden_state_layer_ids={re.escape(str(layer_ids))} .*"
-            rf"index {TARGET_NUM_LAYERS}, the final hidden state after the norm, is not "
-            "captured",
-        ):
-            self._captured(eagle_aux_hidden_state_layer_ids=layer_ids)
-
-    def _captured_by(self, cls, model_cls, layer_ids):
-        """The hidden states a ``cls`` target captures for the drafter, as the model
-        runner configures it from the config it resolved."""
-        server_args = self.server_args(
-            {**SPECULATORS_DRAFT, "eagle_aux_hidden_state_layer_ids": layer_ids}
-        )
-        resolved = SpecAuxHiddenStateConfig()
-        with self.published(server_args):
-            _resolve_eagle_aux_hidden_state(
-                config=resolved,
+        with use_context(context):
+            resolved = resolve_spec_aux_hidden_state_config(
                 server_args=server_args,
                 model_config=ModelConfig.from_server_args(server_args),
                 spec_algorithm=SpeculativeAlgorithm.EAGLE3,
                 is_draft_worker=False,
             )
-        model = target(cls, model_cls)
+        return resolved
+
+    def captured(self, layer_ids, target=LLAMA):
+        """The layers a target captures for a drafter declaring ``layer_ids``."""
+        resolved = self.resolved(layer_ids)
+        # A target holding only what its capture reads.
+        model, inner = (cls.__new__(cls) for cls in target)
+        for module in (model, inner):
+            nn.Module.__init__(module)
+        inner.layers = nn.ModuleList(nn.Identity() for _ in range(NUM_LAYERS))
+        inner.layers_to_capture = []
+        model.model = inner
+        model.config = SimpleNamespace(num_hidden_layers=NUM_LAYERS)
+        model.pp_group = SimpleNamespace(is_last_rank=True)
         configure_aux_hidden_state_capture(
             model=model,
             eagle_use_aux_hidden_state=resolved.eagle_use_aux_hidden_state,
@@ -111,29 +100,50 @@ class TestSpeculatorsFormat(DrafterTestCase):
             dflash_target_layer_ids=None,
             is_dspark=False,
         )
-        return list(model.model.layers_to_capture)
+        return list(inner.layers_to_capture)
+
+    def test_only_a_speculators_config_reads_as_llama_eagle3(self):
+        config = get_config(self.folder(SPECULATORS_DRAFT), trust_remote_code=False)
+        self.assertEqual(config.architectures, ["LlamaForCausalLMEagle3"])
+        self.assertEqual((config.hidden_size, config.target_hidden_size), (64, 48))
+        self.assertEqual(config.draft_vocab_size, 96)
+        self.assertTrue(config.norm_before_residual)
+        config = get_config(self.folder(TARGET), trust_remote_code=False)
+        self.assertEqual(config.architectures, ["LlamaForCausalLM"])
+        self.assertFalse(hasattr(config, "draft_vocab_size"))
+
+    def test_layer_ids_name_the_targets_hidden_states(self):
+        # speculators' id k is the target's output_hidden_states[k] (0: the
+        # embeddings), the output of layer k - 1: SGLang's id k - 1.
+        resolved = self.resolved([1, 3, 5])
+        self.assertEqual(resolved.eagle_aux_hidden_state_layer_ids, [0, 2, 4])
 
     def test_every_target_captures_the_hidden_states_the_ids_name(self):
-        # DeepSeek-V2/V3 take SGLang's ids as given unless the first is 1.
-        for cls, model_cls in (
-            (LlamaForCausalLM, LlamaModel),
-            (DeepseekV3ForCausalLM, DeepseekV2Model),
+        # Llama captures the output of SGLang's ids; DeepSeek-V3 takes them as
+        # given unless the first is 1.
+        for target, layer_ids in (
+            (LLAMA, [1, 3, 5]),
+            (LLAMA, [2, 4, 5]),
+            (DEEPSEEK, [3, 4, 5]),
+            (DEEPSEEK, [2, 4, 5]),
         ):
-            for layer_ids in ([3, 4, 5], [2, 4, 5]):
-                with self.subTest(cls.__name__, layer_ids=layer_ids):
-                    self.assertEqual(self._captured_by(cls, model_cls, layer_ids), layer_ids)
+            with self.subTest(target[0].__name__, layer_ids=layer_ids):
+                self.assertEqual(self.captured(layer_ids, target), layer_ids)
 
-    def test_a_target_whose_rule_cannot_capture_them_is_refused(self):
-        # No ids make DeepSeek-V3 capture the first layer's output alone.
-        with self.assertRaisesRegex(
-            ValueError,
-            r"\[1, 4, 5\] \(hidden-state indices\) for the target DeepseekV3ForCausalLM",
+    def test_ids_no_target_captures_are_refused_as_declared(self):
+        # output_hidden_states[NUM_LAYERS] is after the final norm; no ids make
+        # DeepSeek-V3 capture the first layer's output alone.
+        for target, layer_ids, reason in (
+            (LLAMA, [1, 3, NUM_LAYERS], f"index {NUM_LAYERS}, the final hidden state"),
+            (LLAMA, [0, 3], "0, the embeddings, is not captured"),
+            (DEEPSEEK, [1, 4, 5], "hidden-state indices.*target DeepseekV3ForCausalLM"),
         ):
-            self._captured_by(DeepseekV3ForCausalLM, DeepseekV2Model, [1, 4, 5])
-
-    def test_the_embeddings_are_refused(self):
-        with self.assertRaisesRegex(ValueError, r"eagle_aux_hidden_state_layer_ids=\[0, 3\]"):
-            self._captured(eagle_aux_hidden_state_layer_ids=[0, 3])
+            declared = re.escape(f"eagle_aux_hidden_state_layer_ids={layer_ids}")
+            with (
+                self.subTest(layer_ids),
+                self.assertRaisesRegex(ValueError, f"{declared}.*{reason}"),
+            ):
+                self.captured(layer_ids, target)
 
 
 if __name__ == "__main__":

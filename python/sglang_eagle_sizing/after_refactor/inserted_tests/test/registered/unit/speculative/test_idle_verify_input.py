@@ -4,10 +4,6 @@ the eager runner initialises the attention metadata of the padded batch
 (``EagerRunner._execute_idle``). The idle verify input has no KV layout of its own, so the
 attention backend lays the padded batch out from its own rows, as for an idle draft input."""
 
-from sglang.test.ci.ci_register import register_cpu_ci
-
-register_cpu_ci(est_time=10, suite="stage-a-test-cpu")
-
 import unittest
 from types import SimpleNamespace
 
@@ -17,7 +13,10 @@ from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
 from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 from sglang.srt.speculative.eagle_info import EagleDraftInput
 from sglang.srt.speculative.eagle_worker_common import build_eagle_verify_input
+from sglang.test.ci.ci_register import register_cpu_ci
 from sglang.test.test_utils import CustomTestCase
+
+register_cpu_ci(est_time=15, suite="base-a-test-cpu")
 
 # The other rank holds 2 requests: the idle batch is padded to 2 rows, each of the
 # sequence length a padded row gets (the backend's seq_len fill value, 1).
