@@ -7,7 +7,7 @@ against the fork test named to kill it.
     .venv/bin/python scripts/release_0_5_23_tables.py            # rewrite the tables
     .venv/bin/python scripts/release_0_5_23_tables.py --check    # exit 1 if they are stale
 
-About 10 to 17 minutes on two cores. CI (test/test_release_0_5_23.py) runs a sample of the
+About 10 to 20 minutes on two cores (the three tables side by side). CI (test/test_release_0_5_23.py) runs a sample of the
 mutants (the first of each fork test file, every aux-count reader, the speculators ids off by
 one), holds this table to every mutant, and checks the series table's columns that need no
 fork test run.
@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,6 +32,8 @@ sys.path.insert(0, str(REPO / "test" / "support"))
 sys.path.insert(0, str(REPO / "test"))
 
 from mutants_0_5_23 import MUTANTS  # noqa: E402
+from sglang_eagle_sizing import concerns  # noqa: E402
+from sglang_eagle_sizing.after_refactor.series import NEEDS  # noqa: E402
 from sglang_eagle_sizing.after_refactor.sites import TEST_CONCERNS  # noqa: E402
 from sglang_eagle_sizing.wheel import cached_release_wheel  # noqa: E402
 
@@ -38,6 +41,7 @@ DOC = REPO / "docs" / "release-0.5.23.md"
 PYTHON = REPO / ".venv-0.5.23" / "bin" / "python"
 SERIES_START, SERIES_END = "<!-- series-0.5.23 -->\n", "<!-- /series-0.5.23 -->\n"
 MUTANTS_START, MUTANTS_END = "<!-- mutants-0.5.23 -->\n", "<!-- /mutants-0.5.23 -->\n"
+ALONE_START, ALONE_END = "<!-- alone-0.5.23 -->\n", "<!-- /alone-0.5.23 -->\n"
 #: every fork test file of the series (the folder's and those beside it)
 TESTS = sorted(f for f in TEST_CONCERNS if f.rsplit("/", 1)[-1].startswith("test_"))
 
@@ -117,6 +121,75 @@ def series_table(rows: list[str]) -> str:
     )
 
 
+def run_tests(fork: Path, tests: list[str]) -> str:
+    """``N tests OK`` over ``tests`` run as a fork runs them, else the files that fail."""
+    ran, failed = 0, []
+    for test in tests:
+        result = subprocess.run(
+            [str(PYTHON), str(fork / test)], cwd=fork, capture_output=True, text=True,
+            env={**os.environ, "PYTHONPATH": str(fork / "python")},
+        )
+        found = re.search(r"^Ran (\d+) tests?", result.stderr, re.M)
+        ran += int(found.group(1)) if found else 0
+        if result.returncode != 0:
+            failed.append(test.rsplit("/", 1)[-1])
+    return f"{ran} tests OK" if not failed else "fails: " + ", ".join(failed)
+
+
+def alone_rows(work: Path) -> list[str]:
+    """Each patch on the release with only the patches it needs (``NEEDS``): whether it
+    applies, its own tests with it, and its own tests on the same tree with its SGLang
+    changes taken out (they must fail)."""
+    fork = checkout(work)
+    patches = subprocess.run(
+        [sys.executable, "-m", "sglang_eagle_sizing", "pr", "--series", str(work / "p"),
+         "--author", "t <t@example.com>", str(fork)],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()
+    order = concerns.AFTER_REFACTOR_ORDER
+    rows = []
+    for number, (concern, patch) in enumerate(zip(order, patches), start=1):
+        git(fork, "checkout", "-q", "-f", "v0.5.23")
+        git(fork, "clean", "-q", "-f", "-d")
+        needs = NEEDS.get(concern, ())
+        for needed in needs:
+            git(fork, "am", "-q", "--keep-non-patch", patches[order.index(needed)])
+        tests = [f for f, c in TEST_CONCERNS.items() if c == concern]
+        applied = subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "am", "-q",
+             "--keep-non-patch", patch], cwd=fork, capture_output=True, text=True,
+        )
+        if applied.returncode:
+            git(fork, "am", "--abort")
+            rows.append(f"| {number} | {concern} | {', '.join(needs) or '-'} | no | | |")
+            continue
+        with_fix = run_tests(fork, tests)
+        changed = git(fork, "diff", "--name-status", "HEAD~1", "HEAD").splitlines()
+        for status, path in (line.split("\t", 1) for line in changed):
+            if path.startswith("test/"):
+                continue
+            if status == "A":
+                (fork / path).unlink()
+            else:
+                git(fork, "checkout", "-q", "HEAD~1", "--", path)
+        without = run_tests(fork, tests)
+        rows.append(
+            f"| {number} | {concern} | {', '.join(needs) or '-'} | yes | {with_fix} | "
+            f"{without} |"
+        )
+    return rows
+
+
+def alone_table(rows: list[str]) -> str:
+    return (
+        ALONE_START
+        + "| # | patch | needs | applies | its tests | its tests, its fix taken out |\n"
+        + "| ---: | --- | --- | --- | --- | --- |\n"
+        + "".join(row + "\n" for row in rows)
+        + ALONE_END
+    )
+
+
 def mutant_rows(work: Path) -> list[str]:
     fork = checkout(work)
     subprocess.run(
@@ -161,13 +234,20 @@ def main() -> int:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="release-0.5.23-"))
     try:
-        series = series_table(series_rows(work / "series"))
-        mutants = mutant_table(mutant_rows(work / "mutants"))
+        # three checkouts of their own, run side by side (each test run mostly imports)
+        with ThreadPoolExecutor(3) as pool:
+            series = pool.submit(series_rows, work / "series")
+            mutants = pool.submit(mutant_rows, work / "mutants")
+            alone = pool.submit(alone_rows, work / "alone")
+            series = series_table(series.result())
+            mutants = mutant_table(mutants.result())
+            alone = alone_table(alone.result())
     finally:
         shutil.rmtree(work, ignore_errors=True)
     document = DOC.read_text()
     updated = replaced(document, SERIES_START, SERIES_END, series)
     updated = replaced(updated, MUTANTS_START, MUTANTS_END, mutants)
+    updated = replaced(updated, ALONE_START, ALONE_END, alone)
     if args.check:
         if updated != document:
             print(f"{DOC}: the 0.5.23 tables are stale; run {Path(__file__).name}", file=sys.stderr)
