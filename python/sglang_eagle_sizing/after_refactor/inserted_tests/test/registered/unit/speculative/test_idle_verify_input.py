@@ -2,7 +2,8 @@
 input, ``prepare_mlp_sync_batch`` pads the idle batch to the rows the ranks agreed on, and
 the eager runner initialises the attention metadata of the padded batch
 (``EagerRunner._execute_idle``). The idle verify input has no KV layout of its own, so the
-attention backend lays the padded batch out from its own rows, as for an idle draft input."""
+attention backend lays the padded batch out from its own rows, as for an idle draft
+input."""
 
 import unittest
 from types import SimpleNamespace
