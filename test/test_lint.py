@@ -56,6 +56,23 @@ def test_inserted_code_is_black_formatted():
         assert black.format_str(source, mode=black.Mode()) == source, name
 
 
+def test_inserted_code_of_0_5_23_is_black_formatted():
+    """What the 0.5.23 patch inserts as whole functions or modules, and the speculators
+    converter both families insert: as black writes it (SGLang's pre-commit runs black)."""
+    from sglang_eagle_sizing.after_refactor import inserted as after_refactor
+
+    pieces = {
+        "EAGLE3_DRAFT_CONFIG + EAGLE3_DRAFT_CHECK": after_refactor.EAGLE3_DRAFT_CONFIG
+        + after_refactor.EAGLE3_DRAFT_CHECK,
+        "SPECULATORS_LOADER_FUNCTION": after_refactor.SPECULATORS_LOADER_FUNCTION,
+        "DRAFT_DTYPE_FUNCTION": after_refactor.DRAFT_DTYPE_FUNCTION,
+        "SPECULATORS_CONFIG_FUNCTIONS": inserted.SPECULATORS_CONFIG_FUNCTIONS,
+    }
+    for name, source in pieces.items():
+        source = source.lstrip("\n")
+        assert black.format_str(source, mode=black.Mode()) == source, name
+
+
 def test_patched_tree_has_nothing_left_to_route(patched_root):
     report = check_tree(SglangTree.locate(patched_root / "sglang"))
     assert report.routed and not report.unrouted
