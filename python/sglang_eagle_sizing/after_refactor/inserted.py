@@ -11,8 +11,8 @@ PARSE = "parse_eagle3_draft_config"
 EAGLE3_DRAFT_CONFIG = '''\
 """The EAGLE-3 drafter's aux hidden states, read from its config alone.
 
-The drafter's ``fc``, the draft-extend buffers and the target's capture take the layers
-and their number from ``parse_eagle3_draft_config``, so they cannot disagree.
+What reads an EAGLE-3 drafter's aux hidden states (which target layers, how many) reads
+them from ``parse_eagle3_draft_config``, so no two readers can disagree.
 """
 
 from __future__ import annotations
