@@ -64,17 +64,7 @@ def checkout(folder: Path) -> Path:
 
 def fork_tests(fork: Path) -> str:
     """``N tests OK`` over every fork test file of the tree, else what failed."""
-    ran, failed = 0, []
-    for test in [fork / f for f in TESTS if (fork / f).is_file()]:
-        result = subprocess.run(
-            [str(PYTHON), str(test)], cwd=fork, capture_output=True, text=True,
-            env={**os.environ, "PYTHONPATH": str(fork / "python")},
-        )
-        found = re.search(r"^Ran (\d+) tests?", result.stderr, re.M)
-        ran += int(found.group(1)) if found else 0
-        if result.returncode != 0:
-            failed.append(test.name)
-    return f"{ran} tests OK" if not failed else "fails: " + ", ".join(failed)
+    return run_tests(fork, [f for f in TESTS if (fork / f).is_file()])
 
 
 def counts(fork: Path, commit: str) -> tuple[int, int]:
