@@ -229,6 +229,25 @@ def patched_0_5_23(release_0_5_23, tmp_path_factory) -> Path:
     return fork
 
 
+def test_sglangs_suite_runner_collects_every_file_the_patch_adds(patched_0_5_23):
+    """SGLang's suite runner collects every ``.py`` under ``test/registered/`` with
+    ``collect_tests(..., sanity_check=True)``: each file the patch adds must register itself
+    in a suite of the release and run under ``python3 <file>``."""
+    files = [str(patched_0_5_23 / f) for f in TEST_FILES if f.startswith("test/registered/")]
+    probe = (
+        "import sys\n"
+        "from sglang.test.ci.ci_register import collect_tests\n"
+        "registries = collect_tests(sys.argv[1:], sanity_check=True)\n"
+        "print(sorted({r.effective_suite for r in registries}), len(registries))\n"
+    )
+    result = subprocess.run(
+        [str(PYTHON_0_5_23), "-c", probe, *files], capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(patched_0_5_23 / "python")}, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["['base-a-test-cpu']", str(len(files))], result.stdout
+
+
 @pytest.mark.parametrize("test", UNIT_TESTS, ids=lambda t: t.rsplit("/", 1)[-1])
 def test_each_fork_test_passes_on_the_patched_tree(patched_0_5_23, test):
     result = _fork_test(patched_0_5_23, test)
