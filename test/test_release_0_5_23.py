@@ -300,7 +300,7 @@ def test_the_alone_table_in_the_docs_has_each_patch_standing_alone():
     rows = _doc_rows(tables.ALONE_START, tables.ALONE_END)
     assert [row.split(" | ")[1] for row in rows] == list(concerns.AFTER_REFACTOR_ORDER)
     for row in rows:
-        _, _, _, applies, with_fix, without, _ = row.split(" | ")
+        _, _, _, applies, with_fix, without = row.removesuffix(" |").split(" | ")
         assert applies == "yes" and with_fix.endswith(" tests OK"), row
         assert without.startswith("fails: "), row
 
