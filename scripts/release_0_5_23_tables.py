@@ -80,13 +80,18 @@ def counts(fork: Path, commit: str) -> tuple[int, int]:
     return source, tests
 
 
-def series_rows(work: Path, run_tests: bool = True) -> list[str]:
-    fork = checkout(work)
-    out = subprocess.run(
-        [sys.executable, "-m", "sglang_eagle_sizing", "pr", "--series", str(work / "p"),
+def write_series(fork: Path, folder: Path) -> list[str]:
+    """``pr --series`` of ``fork`` into ``folder``: the patch files, in order."""
+    return subprocess.run(
+        [sys.executable, "-m", "sglang_eagle_sizing", "pr", "--series", str(folder),
          "--author", "t <t@example.com>", str(fork)],
         capture_output=True, text=True, check=True,
     ).stdout.split()
+
+
+def series_rows(work: Path, run_tests: bool = True) -> list[str]:
+    fork = checkout(work)
+    out = write_series(fork, work / "p")
     git(fork, "am", "--keep-non-patch", *out)
     commits = git(fork, "log", "--reverse", "--format=%H %s", "v0.5.23..HEAD").splitlines()
     rows = []
@@ -131,11 +136,7 @@ def alone_rows(work: Path) -> list[str]:
     applies, its own tests with it, and its own tests on the same tree with its SGLang
     changes taken out (they must fail)."""
     fork = checkout(work)
-    patches = subprocess.run(
-        [sys.executable, "-m", "sglang_eagle_sizing", "pr", "--series", str(work / "p"),
-         "--author", "t <t@example.com>", str(fork)],
-        capture_output=True, text=True, check=True,
-    ).stdout.split()
+    patches = write_series(fork, work / "p")
     order = concerns.AFTER_REFACTOR_ORDER
     rows = []
     for number, (concern, patch) in enumerate(zip(order, patches), start=1):
