@@ -62,9 +62,9 @@ def patches(gpu_test: bool = False, family: Family = BEFORE_REFACTOR) -> tuple[P
     run (no GPU here); ``gpu_test`` (``pr --with-gpu-test``) adds it as the last patch.
     ``family``: the release family's series (0.5.23's has no GPU test)."""
     if family is not BEFORE_REFACTOR:
-        from .after_refactor.series import PATCHES as after_refactor
+        from .after_refactor.series import patches as after_refactor
 
-        return after_refactor
+        return after_refactor()
     return PATCHES if gpu_test else PATCHES[:-1]
 
 

@@ -27,8 +27,3 @@ NEEDS: dict[str, tuple[str, ...]] = {
 def patches() -> tuple[Patch, ...]:
     return tuple(read_patch(DESCRIPTIONS, c) for c in concerns.AFTER_REFACTOR_ORDER)
 
-
-def __getattr__(name: str):
-    if name == "PATCHES":  # read when asked, not at import
-        return patches()
-    raise AttributeError(name)
