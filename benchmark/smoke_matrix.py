@@ -42,10 +42,9 @@ sys.path.insert(0, str(REPO / "python"))
 sys.path.insert(0, str(REPO / "benchmark"))
 
 import _common  # noqa: E402
-
-from sglang_eagle_sizing import sites as site_list  # noqa: E402
 from sglang_eagle_sizing.cli import main as cli_main  # noqa: E402
 from sglang_eagle_sizing.families import AFTER_REFACTOR, BEFORE_REFACTOR  # noqa: E402
+from sglang_eagle_sizing.families.release_0_5_11 import sites as site_list  # noqa: E402
 from sglang_eagle_sizing.smoke import cache_dir, smoke  # noqa: E402
 from sglang_eagle_sizing.smoke.cases import case_named, cases_for  # noqa: E402
 from sglang_eagle_sizing.smoke.runner import release_root, site_hits, unreachable_reason  # noqa: E402
@@ -62,7 +61,6 @@ def machine(family=BEFORE_REFACTOR) -> str:
     import subprocess
 
     import torch
-
     from sglang_eagle_sizing.smoke.server import interpreter_for
 
     versions = f"torch {torch.__version__}"

@@ -1,7 +1,7 @@
 """Generate docs/capture-rules.md: which hidden states each SGLang model class that defines
 ``set_eagle3_layers_to_capture`` captures for an EAGLE-3 drafter, per release family,
 released tree beside patched tree, computed by calling each class's own method
-(``python/sglang_eagle_sizing/capture_rules_probe.py``, run in the family's environment).
+(``python/sglang_eagle_sizing/probes/capture_rules_probe.py``, run in the family's environment).
 
     .venv/bin/python scripts/capture_rules_table.py [--out docs/capture-rules.md]
     .venv/bin/python scripts/capture_rules_table.py --json --family 0.5.23 --only llama ...
@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PROBE = REPO / "python/sglang_eagle_sizing/capture_rules_probe.py"
+PROBE = REPO / "python/sglang_eagle_sizing/probes/capture_rules_probe.py"
 DATA = REPO / "test/data"
 MARK = "CAPTURE-RULES "
 NUM_LAYERS = 24
@@ -83,7 +83,7 @@ def write_cases(into: Path, num_layers: int) -> Path:
 
 
 def run_probe(python: Path, root: Path, cases: Path, only: list[str]) -> dict:
-    from sglang_eagle_sizing.after_refactor.report import probe_json
+    from sglang_eagle_sizing.report.release_0_5_23 import probe_json
 
     result, last = probe_json(python, root, [str(PROBE), str(cases), *only], MARK)
     if result is None:
@@ -97,7 +97,7 @@ def probe_family(
     """{tree: probe result} for the family's installed release and the patch applied to a
     scratch copy of it (``after_refactor.report.both_trees``)."""
     sys.path.insert(0, str(REPO / "python"))
-    from sglang_eagle_sizing.after_refactor.report import both_trees
+    from sglang_eagle_sizing.report.release_0_5_23 import both_trees
     from sglang_eagle_sizing.tree import SglangTree
 
     venv = ENVIRONMENTS[family]
@@ -275,7 +275,7 @@ def render(families: dict, num_layers: int, timings: dict) -> str:
         "(0.5.23: `resolve_spec_aux_hidden_state_config`, then `configure_aux_hidden_state_capture`",
         "with every parameter from the struct's field of that name; 0.5.9-0.5.11: `ModelRunner`'s",
         "EAGLE-3 block of `__init__`, then `init_aux_hidden_state_capture`) on a stand-in instance",
-        "(`python/sglang_eagle_sizing/capture_standin.py`: the class without its `__init__`, holding",
+        "(`python/sglang_eagle_sizing/probes/capture_standin.py`: the class without its `__init__`, holding",
         "`config`, the last pipeline rank, and stand-ins of the inner classes its `__init__` builds,",
         f"with `layers` of L = {num_layers} empty modules). Cells: the `layers_to_capture` the call",
         "set, i.e. indices into transformers' `output_hidden_states` (0 = embeddings, k = output of",

@@ -42,7 +42,7 @@ from sglang_eagle_sizing.wheel import cached_release_wheel  # noqa: E402
 #: the fork's CPU tests: every file of the folder runs in one process per mutant
 CPU_TESTS = (
     REPO
-    / "python/sglang_eagle_sizing/inserted_tests"
+    / "python/sglang_eagle_sizing/families/release_0_5_11/inserted_tests"
     / "test/registered/unit/speculative/eagle_hidden_sizing"
 )
 DOC = REPO / "docs" / "fork-tests.md"

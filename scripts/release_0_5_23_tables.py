@@ -32,9 +32,9 @@ sys.path.insert(0, str(REPO / "test" / "support"))
 sys.path.insert(0, str(REPO / "test"))
 
 from mutants_0_5_23 import MUTANTS  # noqa: E402
-from sglang_eagle_sizing import concerns  # noqa: E402
-from sglang_eagle_sizing.after_refactor.series import NEEDS  # noqa: E402
-from sglang_eagle_sizing.after_refactor.sites import TEST_CONCERNS  # noqa: E402
+from sglang_eagle_sizing.families.release_0_5_23 import concerns  # noqa: E402
+from sglang_eagle_sizing.families.release_0_5_23.series import NEEDS  # noqa: E402
+from sglang_eagle_sizing.families.release_0_5_23.sites import TEST_CONCERNS  # noqa: E402
 from sglang_eagle_sizing.wheel import cached_release_wheel  # noqa: E402
 
 DOC = REPO / "docs" / "release-0.5.23.md"
@@ -137,7 +137,7 @@ def alone_rows(work: Path) -> list[str]:
     changes taken out (they must fail)."""
     fork = checkout(work)
     patches = write_series(fork, work / "p")
-    order = concerns.AFTER_REFACTOR_ORDER
+    order = concerns.ORDER
     rows = []
     for number, (concern, patch) in enumerate(zip(order, patches), start=1):
         git(fork, "checkout", "-q", "-f", "v0.5.23")

@@ -28,6 +28,7 @@ sys.path.insert(0, str(REPO / "test" / "support"))
 
 from mutants import MutantError, mutant_named, mutant_root  # noqa: E402
 from sglang_eagle_sizing.cli import main as cli_main  # noqa: E402
+from sglang_eagle_sizing.families import BEFORE_REFACTOR  # noqa: E402
 from sglang_eagle_sizing.smoke import cache_dir  # noqa: E402
 from sglang_eagle_sizing.smoke.cases import case_named  # noqa: E402
 from sglang_eagle_sizing.smoke.runner import (  # noqa: E402
@@ -88,7 +89,7 @@ def main() -> int:
             except MutantError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 2
-            case, reference = case_named(case_name), runs[case_name]
+            case, reference = case_named(case_name, BEFORE_REFACTOR.smoke_cases), runs[case_name]
             root = mutant_root(patched, mutant, work / "mutants" / str(index))
             run = serve_case(root, "mutant", case, Models(work / "models"), work / "runs",
                              cache_dir())

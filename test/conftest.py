@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from sglang_eagle_sizing import patch
 from sglang_eagle_sizing.cli import main as cli_main
-from sglang_eagle_sizing.sites import GET_CONFIG_FILES, SITE_FILES
+from sglang_eagle_sizing.families import BEFORE_REFACTOR
+from sglang_eagle_sizing.families.release_0_5_11.sites import GET_CONFIG_FILES, SITE_FILES
 from sglang_eagle_sizing.smoke.server import STUB_SOURCE as LIBCUDA_STUB_SOURCE
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
@@ -156,7 +157,7 @@ def stand_in_tests(tmp_path_factory, monkeypatch) -> dict[str, bytes]:
     """Point the mechanism at a small tree of stand-in fork tests (the real ones are the
     package's inserted_tests/); returns them as ``inserted_test_files()`` does."""
     folder = write_stand_in_tests(tmp_path_factory.mktemp("inserted_tests"))
-    monkeypatch.setattr(patch, "INSERTED_TESTS", folder)
+    monkeypatch.setitem(patch.INSERTED_TESTS, BEFORE_REFACTOR.name, folder)
     return {key: text.encode() for key, text in STAND_IN_TESTS.items()}
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from conftest import FORK_OWN_TEST, git, git_status
 from conftest import run_cli as run
 from sglang_eagle_sizing import patch, transaction
-from sglang_eagle_sizing.sites import GET_CONFIG_FILES, SITE_FILES
+from sglang_eagle_sizing.families import BEFORE_REFACTOR
+from sglang_eagle_sizing.families.release_0_5_11.sites import GET_CONFIG_FILES, SITE_FILES
 from sglang_eagle_sizing.tree import SglangTree
 
 
@@ -239,7 +240,7 @@ def test_inserted_test_files_reads_only_python_files(stand_in_tests):
 
 def test_the_package_ships_its_inserted_tests_folder():
     """The folder exists in the package (a README explains it) and pyproject ships it."""
-    real = Path(patch.__file__).resolve().parent / "inserted_tests"
+    real = BEFORE_REFACTOR.inserted_tests
     assert (real / "README.md").is_file()
     from conftest import REPO
 

@@ -14,14 +14,16 @@ from pathlib import Path
 
 import pytest
 from sglang_eagle_sizing import concerns, series
-from sglang_eagle_sizing.fork_test_slices import (
+from sglang_eagle_sizing.families.release_0_5_11 import concerns as concerns_0_5_11
+from sglang_eagle_sizing.families.release_0_5_11 import series as series_0_5_11
+from sglang_eagle_sizing.families.release_0_5_11.fork_test_slices import (
     CPU_TEST_DIR,
     E2E_TEST,
     HARNESS_DIR,
     TEST_CONCERNS,
 )
+from sglang_eagle_sizing.families.release_0_5_11.rules import RULES
 from sglang_eagle_sizing.patch import inserted_test_files
-from sglang_eagle_sizing.rules import RULES
 
 SECTIONS = (
     "## Motivation",
@@ -49,11 +51,11 @@ MODEL_SIDE = ("models/", "model_executor/")
 
 
 def _patch(concern: str) -> series.Patch:
-    return next(p for p in series.PATCHES if p.concern == concern)
+    return next(p for p in series_0_5_11.PATCHES if p.concern == concern)
 
 
 def _test_files(concern: str) -> list[str]:
-    if concern == concerns.E2E_TEST:
+    if concern == concerns_0_5_11.E2E_TEST:
         return [E2E_TEST]
     return [
         f"{CPU_TEST_DIR}/{name}" for name, c in TEST_CONCERNS.items() if c == concern
@@ -66,22 +68,22 @@ def test_the_package_ships_its_descriptions():
     pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
     setuptools = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]
     patterns = setuptools["package-data"]["sglang_eagle_sizing"]
-    package = series.DESCRIPTIONS.parent
-    for path in series.DESCRIPTIONS.glob("*.md"):
+    package = Path(series.__file__).resolve().parent
+    for path in series_0_5_11.DESCRIPTIONS.glob("*.md"):
         name = path.relative_to(package).as_posix()
         assert any(fnmatch(name, pattern) for pattern in patterns), name
 
 
 def test_every_concern_has_its_file_and_nothing_else():
-    assert sorted(p.name for p in series.DESCRIPTIONS.glob("*")) == sorted(
-        f"{c}.md" for c in concerns.ORDER
+    assert sorted(p.name for p in series_0_5_11.DESCRIPTIONS.glob("*")) == sorted(
+        f"{c}.md" for c in concerns_0_5_11.ORDER
     )
-    assert tuple(p.concern for p in series.PATCHES) == concerns.ORDER
-    for path in series.DESCRIPTIONS.glob("*.md"):
+    assert tuple(p.concern for p in series_0_5_11.PATCHES) == concerns_0_5_11.ORDER
+    for path in series_0_5_11.DESCRIPTIONS.glob("*.md"):
         assert path.read_text().startswith("# [Spec] "), path.name
 
 
-@pytest.mark.parametrize("concern", concerns.ORDER)
+@pytest.mark.parametrize("concern", concerns_0_5_11.ORDER)
 def test_the_sections_of_sglangs_template_in_order(concern):
     body = _patch(concern).body
     positions = [
@@ -98,13 +100,13 @@ def test_the_sections_of_sglangs_template_in_order(concern):
     assert not FOREIGN.search(body), (concern, FOREIGN.search(body).group(0))
 
 
-@pytest.mark.parametrize("concern", concerns.ORDER)
+@pytest.mark.parametrize("concern", concerns_0_5_11.ORDER)
 def test_the_commands_and_paths_named_are_the_patchs_own(concern):
     body = _patch(concern).body
     commands = re.findall(r"`python3 ([^`]+)`", body)
     assert commands == _test_files(concern), concern
-    count = concerns.ORDER.index(concern) + 1
-    with concerns.only(concerns.prefix(count)):
+    count = concerns_0_5_11.ORDER.index(concern) + 1
+    with concerns.only(concerns_0_5_11.prefix(count)):
         landed = inserted_test_files()
     named = re.findall(r"`((?:test/registered|python/sglang/test)/[^`\s]+\.py)`", body)
     for path in named:
@@ -116,7 +118,7 @@ def test_the_commands_and_paths_named_are_the_patchs_own(concern):
 
 
 @pytest.mark.parametrize(
-    "concern", [c for c in concerns.ORDER if c != concerns.E2E_TEST]
+    "concern", [c for c in concerns_0_5_11.ORDER if c != concerns_0_5_11.E2E_TEST]
 )
 def test_the_test_classes_named_are_in_the_patchs_test_files(concern):
     files = inserted_test_files()
@@ -141,7 +143,7 @@ def test_accuracy_exactly_where_model_side_code_changes():
         for c in rule.concerns
         if any(f.startswith(MODEL_SIDE) for f in (rule.files or ()))
     }
-    with_accuracy = {p.concern for p in series.PATCHES if "\n### Accuracy\n" in p.body}
+    with_accuracy = {p.concern for p in series_0_5_11.PATCHES if "\n### Accuracy\n" in p.body}
     assert with_accuracy == model_side
     for concern in with_accuracy:
         accuracy = (

@@ -7,7 +7,7 @@ import re
 
 import yaml
 from conftest import REPO, STAND_IN_TESTS
-from sglang_eagle_sizing.sites import GET_CONFIG_FILES, SITE_FILES
+from sglang_eagle_sizing.families.release_0_5_11.sites import GET_CONFIG_FILES, SITE_FILES
 
 BEGIN, END = "<!-- hook-files: begin -->", "<!-- hook-files: end -->"
 

@@ -11,8 +11,8 @@ import sys
 import pytest
 from conftest import SUPPORT
 from sglang_eagle_sizing.engine import Finding, RewriteError, rewrite_source
-from sglang_eagle_sizing.rules import RULES
-from sglang_eagle_sizing.sites import SITE_FILES
+from sglang_eagle_sizing.families.release_0_5_11.rules import RULES
+from sglang_eagle_sizing.families.release_0_5_11.sites import SITE_FILES
 
 sys.path.insert(0, str(SUPPORT))
 import drift  # noqa: E402

@@ -38,6 +38,7 @@ from pathlib import Path
 import pytest
 from conftest import STAND_IN_TESTS, git_status, make_checkout, write_stand_in_tests
 from sglang_eagle_sizing import cli, patch, transaction
+from sglang_eagle_sizing.families import BEFORE_REFACTOR
 from sglang_eagle_sizing.tree import SglangTree
 
 PRIMITIVES = ("write_temp", "replace", "unlink", "mkdir", "rmdir", "rmtree")
@@ -161,7 +162,7 @@ def stand_ins(tmp_path_factory):
     """apply adds stand-in fork tests to a checkout (also in the forked runs)."""
     folder = write_stand_in_tests(tmp_path_factory.mktemp("inserted_tests"))
     with pytest.MonkeyPatch.context() as local:
-        local.setattr(patch, "INSERTED_TESTS", folder)
+        local.setitem(patch.INSERTED_TESTS, BEFORE_REFACTOR.name, folder)
         yield
 
 

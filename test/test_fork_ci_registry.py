@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from sglang_eagle_sizing import concerns, patch
+from sglang_eagle_sizing.families.release_0_5_11 import concerns as concerns_0_5_11
 
 #: what the suite runner leaves out of its glob of ``test/registered/``
 NOT_COLLECTED = ("conftest.py", "__init__.py")
@@ -48,14 +49,14 @@ def collected(files: dict[str, bytes], root: Path) -> list[str]:
     )
 
 
-@pytest.mark.parametrize("count", range(1, len(concerns.ORDER) + 1))
+@pytest.mark.parametrize("count", range(1, len(concerns_0_5_11.ORDER) + 1))
 def test_every_file_the_patch_adds_under_test_registered_is_a_registered_test(
     count, tmp_path
 ):
     """Patch ``count`` of the series (the last: the whole change, GPU test included)."""
-    with concerns.only(concerns.prefix(count)):
+    with concerns.only(concerns_0_5_11.prefix(count)):
         files = patch.inserted_test_files()
     paths = collected(files, tmp_path)
-    assert paths, concerns.ORDER[count - 1]
+    assert paths, concerns_0_5_11.ORDER[count - 1]
     registries = ci_register().collect_tests(paths, sanity_check=True)
     assert sorted({r.filename for r in registries}) == paths

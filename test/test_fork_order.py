@@ -7,11 +7,10 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-
 from sglang_eagle_sizing.engine import RewriteError, rewrite_source
-from sglang_eagle_sizing.rules.aux_flag import AuxFlagRule
-from sglang_eagle_sizing.rules.extend_idle import ExtendIdleRule
-from sglang_eagle_sizing.rules.idle_inputs import IdleInputRule
+from sglang_eagle_sizing.families.release_0_5_11.rules.aux_flag import AuxFlagRule
+from sglang_eagle_sizing.families.release_0_5_11.rules.extend_idle import ExtendIdleRule
+from sglang_eagle_sizing.families.release_0_5_11.rules.idle_inputs import IdleInputRule
 
 EAGLE = "speculative/eagle_worker.py"
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, SUPPORT, probe_json, run_python
-from sglang_eagle_sizing.sites import SITES, Kind
+from sglang_eagle_sizing.families.release_0_5_11.sites import SITES, Kind
 
 sys.path.insert(0, str(SUPPORT))
 from mutants import (
@@ -37,7 +37,7 @@ from mutants import (
     with_harness,
 )
 
-INSERTED = REPO / "python" / "sglang_eagle_sizing" / "inserted_tests"
+INSERTED = REPO / "python" / "sglang_eagle_sizing" / "families" / "release_0_5_11" / "inserted_tests"
 #: the fork's CPU tests: a folder (fork_test_slices.CPU_TEST_DIR)
 CPU_TESTS = INSERTED / "test/registered/unit/speculative/eagle_hidden_sizing"
 CPU_TEST_FILES = sorted(CPU_TESTS.glob("test_*.py"))
@@ -96,7 +96,11 @@ def test_inserted_tests_are_the_cpu_folder_and_the_gpu_file():
     """apply adds exactly these files to a checkout (the folder's README.md is not one): the
     CPU folder, one test file per concern of TEST_CONCERNS, the harness they share (in
     SGLang's test package, HARNESS_DIR), and the GPU test."""
-    from sglang_eagle_sizing.fork_test_slices import HARNESS, HARNESS_DIR, TEST_CONCERNS
+    from sglang_eagle_sizing.families.release_0_5_11.fork_test_slices import (
+        HARNESS,
+        HARNESS_DIR,
+        TEST_CONCERNS,
+    )
     from sglang_eagle_sizing.patch import inserted_test_files
 
     files = sorted(inserted_test_files())
@@ -110,7 +114,7 @@ def test_inserted_tests_are_the_cpu_folder_and_the_gpu_file():
 def test_cpu_files_are_the_size_of_their_neighbours():
     """As SGLang's unit tests are (test/registered/unit/): a test file at most 250 lines, a
     harness module at most 400."""
-    from sglang_eagle_sizing.fork_test_slices import HARNESS
+    from sglang_eagle_sizing.families.release_0_5_11.fork_test_slices import HARNESS
 
     for path in (*CPU_TESTS.glob("*.py"), *HARNESS_MODULES):
         limit = 400 if path.name in HARNESS else 250

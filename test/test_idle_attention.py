@@ -18,7 +18,6 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
 from conftest import DATA, SUPPORT, probe_json, run_python
 
 PAIR = DATA / "llama3.1-8b-instruct__specforge-llama3-8b-eagle3"

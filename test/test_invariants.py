@@ -14,10 +14,9 @@ import warnings
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA, REPO, config_json, hidden_size_in
-from sglang_eagle_sizing.configs import ConfigError, load_pair
 from sglang_eagle_sizing.report import Trees, build_for_pair, infer_algorithm
+from sglang_eagle_sizing.report.configs import ConfigError, load_pair
 from sglang_eagle_sizing.tree import SglangTree
 
 PAIRS = sorted(p.name for p in DATA.iterdir() if (p / "draft").is_dir())
@@ -108,7 +107,7 @@ def test_a_speculators_drafter_is_reported_at_every_site(reports, name, fc):
 
 
 def test_the_target_captures_the_four_layers_a_speculators_drafter_declares(trees):
-    from sglang_eagle_sizing.evaluate import load_eagle_info, load_spec_info
+    from sglang_eagle_sizing.report.evaluate import load_eagle_info, load_spec_info
 
     declared = config_json(DATA / FOUR_IDS / "draft")[IDS]
     pair = load_pair(DATA / FOUR_IDS / "draft", DATA / FOUR_IDS / "target", trees.patched)
@@ -266,7 +265,7 @@ def test_0_5_11_defects_show_in_the_values(reports):
 
 
 def test_disagreement_table_in_docs_is_current(pristine):
-    from sglang_eagle_sizing.disagreements import table
+    from sglang_eagle_sizing.report.disagreements import table
 
     committed = (REPO / "docs" / "disagreements.md").read_text()
     assert table(DATA, SglangTree.locate(pristine)) == committed, (
@@ -297,7 +296,7 @@ def _target_capture(srt: Path, draft_model_config, eagle_info, target_model_conf
         spec_algorithm=eagle_info.SpeculativeAlgorithm.EAGLE3, model_config=target_model_config
     )
     scope = {"self": runner, "draft_model_config": draft_model_config}
-    from sglang_eagle_sizing.evaluate import load_spec_info
+    from sglang_eagle_sizing.report.evaluate import load_spec_info
 
     # the parser is spec_info's (imported at the top of model_runner.py), the capture check
     # eagle_info's
@@ -321,7 +320,7 @@ TOP_LEVEL_IDS = "qwen3-30b-a3b__specforge-moe-draft-eagle3-toplevel-ids"
 def test_the_target_captures_what_it_did_for_every_shared_eagle3_drafter(trees, name):
     """The target ModelRunner now reads eagle_config through the workers' parser; for every
     real drafter it captures exactly what 0.5.11's own parsing made it capture."""
-    from sglang_eagle_sizing.evaluate import load_eagle_info
+    from sglang_eagle_sizing.report.evaluate import load_eagle_info
 
     pair = load_pair(DATA / name / "draft", DATA / name / "target", trees.patched)
     eagle_info = load_eagle_info(trees.patched)
@@ -338,7 +337,7 @@ def test_the_target_captures_the_layers_a_drafter_declares_at_the_top_level(tree
     """0.5.11 read the ids only from eagle_config: for this drafter the target captured its
     default layers. The patched target captures the drafter's own, the ones the parser (and
     so the workers' sizes) count."""
-    from sglang_eagle_sizing.evaluate import load_eagle_info, load_spec_info
+    from sglang_eagle_sizing.report.evaluate import load_eagle_info, load_spec_info
 
     declared = config_json(DATA / TOP_LEVEL_IDS / "draft")["eagle_aux_hidden_state_layer_ids"]
     assert "eagle_config" not in config_json(DATA / TOP_LEVEL_IDS / "draft")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import black
 import pytest
 from conftest import git, run_cli
-from sglang_eagle_sizing.sites import SITE_FILES
+from sglang_eagle_sizing.families.release_0_5_11.sites import SITE_FILES
 
 SRT = "python/sglang/srt/"
 

@@ -8,8 +8,7 @@ import sys
 from collections import Counter
 
 import black
-
-from sglang_eagle_sizing import inserted
+from sglang_eagle_sizing.families.release_0_5_11 import inserted
 from sglang_eagle_sizing.patch import check_tree
 from sglang_eagle_sizing.tree import SglangTree
 
@@ -59,7 +58,7 @@ def test_inserted_code_is_black_formatted():
 def test_inserted_code_of_0_5_23_is_black_formatted():
     """What the 0.5.23 patch inserts as whole functions or modules, and the speculators
     converter both families insert: as black writes it (SGLang's pre-commit runs black)."""
-    from sglang_eagle_sizing.after_refactor import inserted as after_refactor
+    from sglang_eagle_sizing.families.release_0_5_23 import inserted as after_refactor
 
     pieces = {
         "EAGLE3_DRAFT_CONFIG + EAGLE3_DRAFT_CHECK": after_refactor.EAGLE3_DRAFT_CONFIG

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from conftest import REPO, SUPPORT, run_cli, tree_digest
-from sglang_eagle_sizing.sites import GET_CONFIG_FILES, SITE_FILES
+from sglang_eagle_sizing.families.release_0_5_11.sites import GET_CONFIG_FILES, SITE_FILES
 from sglang_eagle_sizing.tree import TESTED_VERSIONS
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
@@ -29,7 +29,7 @@ OLDER = ["0.5.9", "0.5.10", "0.5.10.post1"]
 COMPAT = SUPPORT / "older_release_compat.py"
 #: the fork's CPU tests: every file of the folder, in one process
 CPU_TESTS = (
-    REPO / "python/sglang_eagle_sizing/inserted_tests"
+    REPO / "python/sglang_eagle_sizing/families/release_0_5_11/inserted_tests"
     / "test/registered/unit/speculative/eagle_hidden_sizing"
 )
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
 from conftest import DATA, SUPPORT, probe_json, run_python
 
 TARGET = DATA / "llama3.1-8b-instruct__specforge-llama3-8b-eagle3" / "target"

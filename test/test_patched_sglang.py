@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import DATA, SUPPORT, config_json, hidden_size_in, probe_json, run_python
 
 # (case name, pair folder or (draft folder, target folder), algorithm); the cases named in

@@ -15,12 +15,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import git
 from sglang_eagle_sizing import series
 from sglang_eagle_sizing.cli import main as cli_main
+from sglang_eagle_sizing.families.release_0_5_11.sites import SITES
 from sglang_eagle_sizing.patch import SITE_LABELS, check_tree
-from sglang_eagle_sizing.sites import SITES
 from sglang_eagle_sizing.tree import SglangTree
 
 SECTIONS = ("## Sites", "## The series", "## The diff")

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import REPO, STAND_IN_TESTS
 from sglang_eagle_sizing.cli import main as cli_main
-from sglang_eagle_sizing.sites import GET_CONFIG_FILES, SITE_FILES
+from sglang_eagle_sizing.families.release_0_5_11.sites import GET_CONFIG_FILES, SITE_FILES
 
 HOOK_ID = "sglang-eagle-sizing-check"
 

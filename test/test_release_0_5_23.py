@@ -8,20 +8,19 @@ scripts/setup.sh) and fails when any one reader is put back."""
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 import os
 import re
 import subprocess
 import sys
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import git, git_status, make_checkout
+from conftest import git, git_status, make_checkout, tree_digest
 from conftest import run_cli as run
-from conftest import tree_digest
-from sglang_eagle_sizing import concerns, families
-from sglang_eagle_sizing.after_refactor import sites
+from sglang_eagle_sizing import families
+from sglang_eagle_sizing.families.release_0_5_23 import concerns, sites
 from sglang_eagle_sizing.tree import SglangTree
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
@@ -298,7 +297,7 @@ def test_the_alone_table_in_the_docs_has_each_patch_standing_alone():
     """scripts/release_0_5_23_tables.py writes it: each patch applies on the release with the
     patches it needs, its tests pass with it and fail with its fix taken out."""
     rows = _doc_rows(tables.ALONE_START, tables.ALONE_END)
-    assert [row.split(" | ")[1] for row in rows] == list(concerns.AFTER_REFACTOR_ORDER)
+    assert [row.split(" | ")[1] for row in rows] == list(concerns.ORDER)
     for row in rows:
         _, _, _, applies, with_fix, without = row.removesuffix(" |").split(" | ")
         assert applies == "yes" and with_fix.endswith(" tests OK"), row
@@ -306,7 +305,7 @@ def test_the_alone_table_in_the_docs_has_each_patch_standing_alone():
 
 
 def test_each_description_has_upstreams_template_and_says_what_it_needs():
-    from sglang_eagle_sizing.after_refactor import series as after_refactor
+    from sglang_eagle_sizing.families.release_0_5_23 import series as after_refactor
 
     for patch in after_refactor.patches():
         sections = re.findall(r"^## (.+)$", patch.body, re.M)

@@ -246,7 +246,7 @@ def _all_pairs_script():
 
 
 def _assert_schema(report: dict) -> None:
-    from sglang_eagle_sizing.after_refactor.report import SIDE_KEYS
+    from sglang_eagle_sizing.report.release_0_5_23 import SIDE_KEYS
 
     for key in ("family", "algorithm", "draft", "target", "refusal", "patched", "pristine",
                 "pristine_source", "adaptations", "sites"):

@@ -5,6 +5,7 @@ second run takes them from the cache without running the rules."""
 from __future__ import annotations
 
 from sglang_eagle_sizing import concerns, patch
+from sglang_eagle_sizing.families.release_0_5_11 import concerns as concerns_0_5_11
 from sglang_eagle_sizing.tree import SglangTree
 
 
@@ -30,7 +31,7 @@ def test_parallel_and_cached_rewrites_equal_one_process(tree, tmp_path, monkeypa
     monkeypatch.setattr(patch, "rewrite_source", never)
     assert _results(patch.rewrite_tree(sglang)) == alone
     # another set of concerns is another entry
-    with concerns.only(concerns.prefix(1)):
+    with concerns.only(concerns_0_5_11.prefix(1)):
         try:
             patch.rewrite_tree(sglang)
         except AssertionError as exc:
@@ -45,15 +46,15 @@ def test_a_rewrite_serves_every_set_of_concerns_that_answers_the_same(tree, tmp_
     sglang = SglangTree.locate(tree)
     monkeypatch.setenv(patch.JOBS_ENV, "1")
     monkeypatch.setenv("SGLANG_EAGLE_SIZING_CACHE", str(tmp_path / "fresh"))
-    with concerns.only(concerns.prefix(2)):
+    with concerns.only(concerns_0_5_11.prefix(2)):
         fresh = _results(patch.rewrite_tree(sglang))
     monkeypatch.setenv("SGLANG_EAGLE_SIZING_CACHE", str(tmp_path / "series"))
-    with concerns.only(concerns.prefix(1)):
+    with concerns.only(concerns_0_5_11.prefix(1)):
         patch.rewrite_tree(sglang)
     ran = []
     rewrite_source = patch.rewrite_source
     monkeypatch.setattr(patch, "rewrite_source", lambda file, *a: ran.append(file) or rewrite_source(file, *a))
-    with concerns.only(concerns.prefix(2)):
+    with concerns.only(concerns_0_5_11.prefix(2)):
         reused = _results(patch.rewrite_tree(sglang))
     assert reused == fresh
     # the parser's files again, the others (the CUDA-graph runners, the scheduler) reused

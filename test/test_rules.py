@@ -5,17 +5,16 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-
 from sglang_eagle_sizing.engine import Finding, RewriteError, check_source, rewrite_source
-from sglang_eagle_sizing.rules import RULES
-from sglang_eagle_sizing.rules.annotations import TypeCheckingAnnotationRule
-from sglang_eagle_sizing.rules.disaggregation import MetadataBufferRule
-from sglang_eagle_sizing.rules.aux_flag import AuxFlagRule
-from sglang_eagle_sizing.rules.draft_runner import DraftRunnerRule
-from sglang_eagle_sizing.rules.extend_idle import ExtendIdleRule
-from sglang_eagle_sizing.rules.graph_buffers import BufferRule
-from sglang_eagle_sizing.rules.idle_inputs import IdleInputRule
-from sglang_eagle_sizing.rules.imports import ImportRule
+from sglang_eagle_sizing.families.release_0_5_11.rules import RULES
+from sglang_eagle_sizing.families.release_0_5_11.rules.annotations import TypeCheckingAnnotationRule
+from sglang_eagle_sizing.families.release_0_5_11.rules.aux_flag import AuxFlagRule
+from sglang_eagle_sizing.families.release_0_5_11.rules.disaggregation import MetadataBufferRule
+from sglang_eagle_sizing.families.release_0_5_11.rules.draft_runner import DraftRunnerRule
+from sglang_eagle_sizing.families.release_0_5_11.rules.extend_idle import ExtendIdleRule
+from sglang_eagle_sizing.families.release_0_5_11.rules.graph_buffers import BufferRule
+from sglang_eagle_sizing.families.release_0_5_11.rules.idle_inputs import IdleInputRule
+from sglang_eagle_sizing.families.release_0_5_11.rules.imports import ImportRule
 
 
 def rewrite(file, source, *rules):
@@ -537,7 +536,7 @@ class EagleDraftInput:
 
 
 def test_idle_inputs_get_empty_index_pointers_and_the_verify_input_a_device():
-    from sglang_eagle_sizing.rules.idle_attention import IdleAttentionRule
+    from sglang_eagle_sizing.families.release_0_5_11.rules.idle_attention import IdleAttentionRule
 
     after, findings = rewrite("speculative/eagle_info.py", IDLE_INPUTS_BEFORE, IdleAttentionRule)
     assert after == IDLE_INPUTS_AFTER
@@ -550,7 +549,7 @@ def test_idle_inputs_get_empty_index_pointers_and_the_verify_input_a_device():
 
 
 def test_idle_input_with_one_of_the_index_pointers_is_an_error():
-    from sglang_eagle_sizing.rules.idle_attention import IdleAttentionRule
+    from sglang_eagle_sizing.families.release_0_5_11.rules.idle_attention import IdleAttentionRule
 
     half = IDLE_INPUTS_BEFORE.replace(
         "            topk_p=", "            kv_indptr=None,\n            topk_p="
@@ -560,7 +559,7 @@ def test_idle_input_with_one_of_the_index_pointers_is_an_error():
 
 
 def test_verify_idle_input_callers_pass_their_device():
-    from sglang_eagle_sizing.rules.idle_attention import IdleAttentionRule
+    from sglang_eagle_sizing.families.release_0_5_11.rules.idle_attention import IdleAttentionRule
 
     before = """
     class EAGLEWorker:
@@ -586,7 +585,7 @@ def test_verify_idle_input_callers_pass_their_device():
 
 
 def test_flashinfer_decode_override_sums_the_rows_kv_indptr_has():
-    from sglang_eagle_sizing.rules.flashinfer_idle import FlashInferIdleRule
+    from sglang_eagle_sizing.families.release_0_5_11.rules.flashinfer_idle import FlashInferIdleRule
 
     file = "layers/attention/flashinfer_backend.py"
     before = """
@@ -621,7 +620,7 @@ def test_flashinfer_decode_override_sums_the_rows_kv_indptr_has():
 
 
 def test_the_draft_builds_its_attention_metadata_for_the_batch_dp_attention_pads():
-    from sglang_eagle_sizing.rules.draft_metadata import DraftMetadataRule
+    from sglang_eagle_sizing.families.release_0_5_11.rules.draft_metadata import DraftMetadataRule
 
     file = "speculative/eagle_worker.py"
     before = """
@@ -665,7 +664,7 @@ def test_the_draft_builds_its_attention_metadata_for_the_batch_dp_attention_pads
 
 
 def test_v2_draft_extend_input_of_an_idle_batch_gets_the_index_pointers():
-    from sglang_eagle_sizing.rules.idle_attention import IdleAttentionRule
+    from sglang_eagle_sizing.families.release_0_5_11.rules.idle_attention import IdleAttentionRule
 
     file = "speculative/eagle_info_v2.py"
     before = """
@@ -717,8 +716,8 @@ class LlamaModel(nn.Module):
 
 
 def test_drafter_fc_takes_the_declared_aux_layers_and_the_forward_decides_by_the_step():
-    from sglang_eagle_sizing import inserted
-    from sglang_eagle_sizing.rules.drafter_fc import DrafterFcRule
+    from sglang_eagle_sizing.families.release_0_5_11 import inserted
+    from sglang_eagle_sizing.families.release_0_5_11.rules.drafter_fc import DrafterFcRule
 
     file = "models/llama_eagle3.py"
     after, findings = rewrite(file, DRAFTER_FC_BEFORE, DrafterFcRule)
@@ -743,7 +742,7 @@ def test_drafter_fc_takes_the_declared_aux_layers_and_the_forward_decides_by_the
 
 
 def test_drafter_fc_in_a_shape_the_rule_does_not_know_is_reported():
-    from sglang_eagle_sizing.rules.drafter_fc import DrafterFcRule
+    from sglang_eagle_sizing.families.release_0_5_11.rules.drafter_fc import DrafterFcRule
 
     file = "models/llama_eagle3.py"
     width = DRAFTER_FC_BEFORE.replace("self.hidden_size_in * 3", "self.hidden_size_in * 4")
@@ -788,7 +787,9 @@ class LlamaModel(nn.Module):
 
 
 def test_norm_variants_are_read_from_the_config_where_the_model_computes_them():
-    from sglang_eagle_sizing.rules.eagle3_norm_variants import Eagle3NormVariantsRule
+    from sglang_eagle_sizing.families.release_0_5_11.rules.eagle3_norm_variants import (
+        Eagle3NormVariantsRule,
+    )
 
     file = "models/llama_eagle3.py"
     after, findings = rewrite(file, NORM_VARIANTS_BEFORE, Eagle3NormVariantsRule)
@@ -875,7 +876,9 @@ OLDER_HANDLERS = (
 
 
 def test_get_config_reads_the_speculators_format_where_autoconfig_reads_the_config():
-    from sglang_eagle_sizing.rules.speculators_format import SpeculatorsConfigRule
+    from sglang_eagle_sizing.families.release_0_5_11.rules.speculators_format import (
+        SpeculatorsConfigRule,
+    )
 
     file = "utils/hf_transformers/config.py"
     after, findings = rewrite(file, GET_CONFIG_BEFORE, SpeculatorsConfigRule)
@@ -915,7 +918,9 @@ def test_get_config_reads_the_speculators_format_where_autoconfig_reads_the_conf
 
 
 def test_get_config_in_another_shape_is_reported_not_skipped():
-    from sglang_eagle_sizing.rules.speculators_format import SpeculatorsConfigRule
+    from sglang_eagle_sizing.families.release_0_5_11.rules.speculators_format import (
+        SpeculatorsConfigRule,
+    )
 
     file = "utils/hf_transformers/config.py"
     read = (
@@ -949,7 +954,7 @@ def _speculators_read(auto_config):
     ``PretrainedConfig.get_config_dict`` that counts its reads of a speculators drafter."""
     import types
 
-    from sglang_eagle_sizing import inserted
+    from sglang_eagle_sizing.families.release_0_5_11 import inserted
 
     reads = []
     drafter = {
@@ -1018,7 +1023,9 @@ class LlamaForCausalLMEagle3(LlamaForCausalLM):
 
 
 def test_load_weights_reads_the_speculators_layer_names():
-    from sglang_eagle_sizing.rules.speculators_format import SpeculatorsWeightNamesRule
+    from sglang_eagle_sizing.families.release_0_5_11.rules.speculators_format import (
+        SpeculatorsWeightNamesRule,
+    )
 
     file = "models/llama_eagle3.py"
     after, findings = rewrite(file, LOAD_WEIGHTS_BEFORE, SpeculatorsWeightNamesRule)
@@ -1035,7 +1042,7 @@ def test_load_weights_reads_the_speculators_layer_names():
 
 
 def test_the_parser_goes_right_after_speculative_algorithm_in_spec_info():
-    from sglang_eagle_sizing.rules.parser import NAMES, ParserRule
+    from sglang_eagle_sizing.families.release_0_5_11.rules.parser import NAMES, ParserRule
 
     file = "speculative/spec_info.py"
     before = """

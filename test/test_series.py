@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, git_status
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
@@ -25,9 +24,14 @@ from series_check import (  # noqa: E402
     table,
     write_series,
 )
-
-from sglang_eagle_sizing import concerns, fork_test_slices, series  # noqa: E402
+from sglang_eagle_sizing import (
+    concerns,
+    series,  # noqa: E402
+)
 from sglang_eagle_sizing.cli import main as cli_main  # noqa: E402
+from sglang_eagle_sizing.families.release_0_5_11 import concerns as concerns_0_5_11
+from sglang_eagle_sizing.families.release_0_5_11 import fork_test_slices  # noqa: E402
+from sglang_eagle_sizing.families.release_0_5_11 import series as series_0_5_11  # noqa: E402
 
 #: the commits whose fork test CI runs (1-based): the first with the worker harness (the
 #: parser) and the routing, where the sizing tests land
@@ -52,7 +56,7 @@ def written(checkout_source, tmp_path_factory):
 def test_git_am_of_the_series_leaves_the_tree_apply_writes(written, tmp_path):
     """All but the GPU end-to-end test, which the default series leaves out."""
     checkout, clone, _, patches, commits = written
-    assert len(commits) == len(patches) == len(series.patches()) == len(series.PATCHES) - 1
+    assert len(commits) == len(patches) == len(series.patches()) == len(series_0_5_11.PATCHES) - 1
     applied = tmp_path / "applied"
     shutil.copytree(checkout, applied, symlinks=True)
     assert cli_main(["apply", "--quiet", str(applied)]) == 0
@@ -69,12 +73,12 @@ def test_git_am_of_the_series_leaves_the_tree_apply_writes(written, tmp_path):
 def test_the_gpu_test_is_an_opt_in_last_patch_of_that_file_alone():
     """``pr --with-gpu-test`` adds the GPU end-to-end test as the last patch: no rule writes
     its concern, so the patch is the test file alone."""
+    from sglang_eagle_sizing.families.release_0_5_11.rules import RULES
     from sglang_eagle_sizing.patch import inserted_test_files
-    from sglang_eagle_sizing.rules import RULES
 
-    assert series.patches(gpu_test=True) == series.PATCHES
-    assert series.patches()[-1].concern != concerns.E2E_TEST
-    assert not any(concerns.E2E_TEST in rule.concerns for rule in RULES)
+    assert series.patches(gpu_test=True) == series_0_5_11.PATCHES
+    assert series.patches()[-1].concern != concerns_0_5_11.E2E_TEST
+    assert not any(concerns_0_5_11.E2E_TEST in rule.concerns for rule in RULES)
     with concerns.only(p.concern for p in series.patches()):
         assert fork_test_slices.E2E_TEST not in inserted_test_files()
     assert fork_test_slices.E2E_TEST in inserted_test_files()
@@ -168,10 +172,14 @@ def _recorded_failures(cell: str) -> tuple[str, ...] | None:
 
 
 def test_a_test_file_without_a_concern_is_refused():
-    from sglang_eagle_sizing.fork_test_slices import CPU_TEST_DIR, SliceError, slice_cpu_tests
+    from sglang_eagle_sizing.families.release_0_5_11.fork_test_slices import (
+        CPU_TEST_DIR,
+        SliceError,
+        slice_cpu_tests,
+    )
 
     source = "import unittest\n\n\nclass TestNew(unittest.TestCase):\n    def test_x(self):\n        pass\n"
-    with concerns.only(concerns.prefix(2)):
+    with concerns.only(concerns_0_5_11.prefix(2)):
         with pytest.raises(SliceError, match="test_new.py has no concern"):
             slice_cpu_tests({f"{CPU_TEST_DIR}/test_new.py": source})
 
@@ -180,7 +188,7 @@ def test_each_patch_adds_the_test_files_of_its_concern_and_the_harness_they_impo
     """Patch k's CPU folder: the files of the concerns landed so far, whole; each harness
     module cut to what they import (none: left out), in SGLang's test package; each compiles
     (pyflakes on every commit: test_the_table_in_the_docs_is_what_the_series_gives)."""
-    from sglang_eagle_sizing.fork_test_slices import (
+    from sglang_eagle_sizing.families.release_0_5_11.fork_test_slices import (
         CPU_TEST_DIR,
         HARNESS,
         HARNESS_DIR,
@@ -190,9 +198,9 @@ def test_each_patch_adds_the_test_files_of_its_concern_and_the_harness_they_impo
 
     whole = inserted_test_files()
     landed: set[str] = set()
-    for count, concern in enumerate(concerns.ORDER[:-1], start=1):
+    for count, concern in enumerate(concerns_0_5_11.ORDER[:-1], start=1):
         landed |= {name for name, c in TEST_CONCERNS.items() if c == concern}
-        with concerns.only(concerns.prefix(count)):
+        with concerns.only(concerns_0_5_11.prefix(count)):
             files = inserted_test_files()
         names = {key.rsplit("/", 1)[-1] for key in files}
         assert {n for n in names if n.startswith("test_")} == landed, concern

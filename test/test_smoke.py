@@ -53,7 +53,8 @@ from pathlib import Path
 
 import pytest
 from conftest import SUPPORT
-from sglang_eagle_sizing.smoke import cases as smoke_cases
+from sglang_eagle_sizing.families.release_0_5_11 import smoke_cases
+from sglang_eagle_sizing.smoke.cases import case_named
 from sglang_eagle_sizing.smoke.runner import (
     Models,
     differences,
@@ -216,7 +217,7 @@ def test_run_time_mutant_is_caught(
 ):
     mutant = mutant_named(name, pristine / "srt", patched_root / "sglang" / "srt")
     root = mutant_root(patched_root, mutant, tmp_path / "mutant")
-    case = smoke_cases.case_named(case_name)
+    case = case_named(case_name, smoke_cases.CASES)
     if case_name in DP_CASES:  # compared with the patched tree's own run
         _, report = request.getfixturevalue("dp_run")
         reference = entry(report, case_name)["tree"]
@@ -242,7 +243,7 @@ def test_the_reference_run_keeps_dp_attention_only_as_a_flag_of_the_target():
     target, drafter = Path("/models/target"), Path("/models/drafter")
     dp_flags = {"--tp", "--dp", "--enable-dp-attention"}
     # EAGLE-3 under DP attention: compared with one rank without it (crafted weights)
-    case = smoke_cases.case_named("eagle3-dp-attention-v1")
+    case = case_named("eagle3-dp-attention-v1", smoke_cases.CASES)
     args, env = server_command(case, target, drafter)
     assert dp_flags <= set(args) and env == dict(smoke_cases.DP_ENV)
     args, env = server_command(reference_case(case), target, drafter, speculative=False)
@@ -251,7 +252,7 @@ def test_the_reference_run_keeps_dp_attention_only_as_a_flag_of_the_target():
     assert args[args.index("--attention-backend") + 1] == "torch_native"
     # MTP under DP attention: random weights differ with the TP group, so the reference is
     # served under DP attention too, with the environment DP attention needs on this CPU
-    case = smoke_cases.case_named("mtp-step3p5-dp-attention-v2")
+    case = case_named("mtp-step3p5-dp-attention-v2", smoke_cases.CASES)
     args, env = server_command(reference_case(case), target, target, speculative=False)
     assert dp_flags <= set(args) and "--speculative-algorithm" not in args, args
     assert env == dict(smoke_cases.DP_ENV)
@@ -524,12 +525,12 @@ def test_layers_craft_drafts_only_from_the_layers_it_names(
 def test_a_known_failure_is_expected_only_with_its_own_error():
     from sglang_eagle_sizing.smoke import is_expected_failure
 
-    case = smoke_cases.case_named("eagle3-fp16-drafter-bf16-target")
+    case = case_named("eagle3-fp16-drafter-bf16-target", smoke_cases.CASES)
     own = "crashed: /generate failed: InterpreterError: AttributeError(\"... no attribute 'get_bf16'\")"
     assert is_expected_failure(case, [own])
     assert not is_expected_failure(case, ["crashed: OSError: Repo id must be in the form ..."])
     assert not is_expected_failure(case, [own, "one-request: tokens differ from transformers' generate"])
-    assert not is_expected_failure(smoke_cases.case_named("eagle3-v1"), [own])
+    assert not is_expected_failure(case_named("eagle3-v1", smoke_cases.CASES), [own])
     assert all(case.known_error for case in smoke_cases.CASES if case.known_failure)
 
 
@@ -594,7 +595,7 @@ def test_class_targets_load_in_transformers_as_built(qwen3_moe_target):
 
 
 def test_class_cases_of_both_families_name_their_class_and_drafter_style():
-    from sglang_eagle_sizing.smoke import cases_0_5_23
+    from sglang_eagle_sizing.families.release_0_5_23 import smoke_cases as cases_0_5_23
     from sglang_eagle_sizing.smoke.class_cases import CLASSES, STYLES
 
     for cases, worker in ((smoke_cases.CASES, "v1"), (cases_0_5_23.CASES, "v2")):

@@ -24,9 +24,11 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 from sglang_eagle_sizing.families import AFTER_REFACTOR, BEFORE_REFACTOR
-from sglang_eagle_sizing.smoke import cases as smoke_cases
-from sglang_eagle_sizing.smoke import cases_0_5_23, print_report
+from sglang_eagle_sizing.families.release_0_5_11 import smoke_cases
+from sglang_eagle_sizing.families.release_0_5_23 import smoke_cases as cases_0_5_23
+from sglang_eagle_sizing.smoke import print_report
 from sglang_eagle_sizing.smoke import server as smoke_server
+from sglang_eagle_sizing.smoke.cases import case_named, cases_for
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
 
@@ -170,7 +172,7 @@ def test_each_family_loads_its_own_stand_ins_only():
     assert paths[:2] == [str(after), "/tree"] and str(before) not in paths
 
 
-def _standins(folder: Path = smoke_server.STANDINS_0_5_23):
+def _standins(folder: Path = AFTER_REFACTOR.standins):
     """A family's stand-ins module (its import hook is installed only in a smoke server)."""
     spec = importlib.util.spec_from_file_location(f"_standins_{folder.name}", folder / "sitecustomize.py")
     module = importlib.util.module_from_spec(spec)
@@ -247,10 +249,10 @@ def test_0_5_23_cases_are_named_as_0_5_11_s_with_v2_only():
         assert any(n.startswith(name) and n.endswith("-v1") for n in old), name
     assert all(case.known_error for case in cases_0_5_23.CASES if case.known_failure)
     assert set(cases_0_5_23.CI_CASES) <= set(names)
-    assert smoke_cases.cases_for(AFTER_REFACTOR) is cases_0_5_23.CASES
-    assert smoke_cases.cases_for(BEFORE_REFACTOR) is smoke_cases.CASES
+    assert cases_for(AFTER_REFACTOR) is cases_0_5_23.CASES
+    assert cases_for(BEFORE_REFACTOR) is smoke_cases.CASES
     # the PD decode server on this CPU keeps its retraction backup off CUDA
-    pd = smoke_cases.case_named("eagle3-pd-v2", cases_0_5_23.CASES)
+    pd = case_named("eagle3-pd-v2", cases_0_5_23.CASES)
     assert pd.pd and pd.decode_flags == ("--disaggregation-decode-retraction-backup", "cpu_tensor")
 
 

@@ -190,7 +190,9 @@ def test_stand_ins_bind_the_ports_where_sglang_calls_them(pristine_root):
     import subprocess
     import sys
 
-    from sglang_eagle_sizing.smoke.server import STANDINS
+    from sglang_eagle_sizing.families import BEFORE_REFACTOR
+
+    STANDINS = BEFORE_REFACTOR.standins
 
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     env.update(SGLANG_EAGLE_SIZING_SMOKE="1", SGLANG_USE_CPU_ENGINE="1")

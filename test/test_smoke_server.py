@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from sglang_eagle_sizing.smoke import server as smoke_server
 
 FAMILY = (

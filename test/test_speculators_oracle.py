@@ -19,7 +19,6 @@ comparison has teeth: each is caught by the cases of the variant it breaks, and 
 from __future__ import annotations
 
 import pytest
-
 from conftest import REPO, SUPPORT, run_python
 from speculators_checks import (
     ATOL,

@@ -29,9 +29,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, SUPPORT
 from conftest import run_cli as run
+from sglang_eagle_sizing.wheel import cached_release_wheel
 from speculators_checks import (
     ATOL,
     CASES,
@@ -40,7 +40,6 @@ from speculators_checks import (
     assert_equals_library,
     side_by_side,
 )
-from sglang_eagle_sizing.wheel import cached_release_wheel
 
 PYTHON_0_5_23 = REPO / ".venv-0.5.23" / "bin" / "python"
 

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import filecmp
 import re
+
 from conftest import tree_digest
-
 from sglang_eagle_sizing.cli import main
-from sglang_eagle_sizing.sites import AUX_FLAG_WORKERS, SITES
-
-
+from sglang_eagle_sizing.families.release_0_5_11.sites import AUX_FLAG_WORKERS, SITES
 
 
 def test_check_on_pristine_lists_every_inventory_site(pristine, capsys, monkeypatch):

@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 from conftest import git, git_status, make_checkout, write_stand_in_tests
 from sglang_eagle_sizing import cli, patch, series, transaction, wheel
+from sglang_eagle_sizing.families import BEFORE_REFACTOR
 from sglang_eagle_sizing.tree import SglangTree
 
 V2 = "python/sglang/srt/speculative/eagle_worker_v2.py"
@@ -70,7 +71,7 @@ def work(source, tmp_path, monkeypatch, tmp_path_factory) -> Path:
     """A fresh copy of the small checkout, the cwd; the rewrite memoized in this process
     (before any fork) so that a forked run only does the transaction."""
     folder = write_stand_in_tests(tmp_path_factory.mktemp("inserted_tests"))
-    monkeypatch.setattr(patch, "INSERTED_TESTS", folder)
+    monkeypatch.setitem(patch.INSERTED_TESTS, BEFORE_REFACTOR.name, folder)
     monkeypatch.setenv("SGLANG_EAGLE_SIZING_CACHE", str(source.parent / "cache"))
     real = patch.rewrite_tree
 

@@ -17,11 +17,10 @@ import shutil
 import warnings
 
 import pytest
-
 from conftest import DATA, config_json
-from sglang_eagle_sizing.configs import load_pair
-from sglang_eagle_sizing.evaluate import load_eagle_info, load_spec_info
-from sglang_eagle_sizing.sites import AUX_FLAG_WORKERS
+from sglang_eagle_sizing.families.release_0_5_11.sites import AUX_FLAG_WORKERS
+from sglang_eagle_sizing.report.configs import load_pair
+from sglang_eagle_sizing.report.evaluate import load_eagle_info, load_spec_info
 
 PAIR = DATA / "llama3.1-8b-instruct__specforge-llama3-8b-eagle3"
 DELETE = object()
@@ -191,13 +190,15 @@ def test_no_later_patch_takes_back_a_refusal_of_the_validation(tmp_path):
     """The validation the series lands is the same after every patch from its own on (the
     drafter-fc patch sizes fc by the aux layers; the validation checks only the width fc reads
     each of them as, which that patch does not change)."""
-    from sglang_eagle_sizing import concerns, inserted
-    from sglang_eagle_sizing.rules.contract import enabled_helpers
+    from sglang_eagle_sizing import concerns
+    from sglang_eagle_sizing.families.release_0_5_11 import concerns as concerns_0_5_11
+    from sglang_eagle_sizing.families.release_0_5_11 import inserted
+    from sglang_eagle_sizing.families.release_0_5_11.rules.contract import enabled_helpers
 
-    start = concerns.ORDER.index(concerns.VALIDATION) + 1
-    for count in range(start, len(concerns.ORDER) + 1):
-        with concerns.only(concerns.prefix(count)):
-            assert inserted.VALIDATION_HELPERS in enabled_helpers(), concerns.ORDER[count - 1]
+    start = concerns_0_5_11.ORDER.index(concerns_0_5_11.VALIDATION) + 1
+    for count in range(start, len(concerns_0_5_11.ORDER) + 1):
+        with concerns.only(concerns_0_5_11.prefix(count)):
+            assert inserted.VALIDATION_HELPERS in enabled_helpers(), concerns_0_5_11.ORDER[count - 1]
     assert "3 layer ids" not in inserted.VALIDATION_HELPERS
 
 

@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import read_by_commands, git, git_status, make_checkout
+from conftest import git, git_status, make_checkout, read_by_commands
 from conftest import run_cli as run
 from conftest import tree_digest as digest
 from sglang_eagle_sizing.tree import SglangTree, TreeError, TreeVersion

@@ -17,7 +17,6 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-
 from conftest import CACHE, REPO, probe_json, release_wheel
 from sglang_eagle_sizing import wheel
 from sglang_eagle_sizing.cli import main as cli_main

@@ -1,3 +1,3 @@
-from .cli import main
+from sglang_eagle_sizing.cli import main
 
 raise SystemExit(main())

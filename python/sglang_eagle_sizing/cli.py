@@ -23,10 +23,23 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import __version__, transaction
-from .engine import CACHE_ENV, Finding, FindingsCache, RewriteError, default_cache_dir
-from .patch import TreeReport, check_tree, rewrite_tree
-from .tree import _OUR_HELPERS, ALLOW_FLAG, TESTED_TEXT, SglangTree, TreeError, display
+from sglang_eagle_sizing import __version__, transaction
+from sglang_eagle_sizing.engine import (
+    CACHE_ENV,
+    Finding,
+    FindingsCache,
+    RewriteError,
+    default_cache_dir,
+)
+from sglang_eagle_sizing.patch import TreeReport, check_tree, rewrite_tree
+from sglang_eagle_sizing.tree import (
+    _OUR_HELPERS,
+    ALLOW_FLAG,
+    TESTED_TEXT,
+    SglangTree,
+    TreeError,
+    display,
+)
 
 OK, WORK_TO_DO, ERROR = 0, 1, 2
 #: the name the tool is installed under (its console script)

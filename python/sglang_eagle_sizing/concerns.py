@@ -1,9 +1,9 @@
-"""The concerns the patch is made of, in the order a series of patches lands them.
+"""Which concerns the rules write now: every one, or those ``only`` names.
 
-Every rule, and every piece of what a rule inserts, belongs to one concern. ``apply`` writes
-them all. ``pr --series`` writes one patch per concern: patch k is the difference between the
-tree the rules write with the first k-1 concerns and the tree they write with the first k
-(``only``), so the last patch leaves exactly the tree ``apply`` writes.
+Every rule, and every piece of what a rule inserts, belongs to one concern of its family
+(``families/<family>/concerns.py`` names them, in the order the family's series lands them).
+``pr --series`` writes patch k as the difference between the trees the rules write with the
+first k-1 concerns and with the first k.
 """
 
 from __future__ import annotations
@@ -11,69 +11,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterable, Iterator
-
-ANNOTATION = "annotation"
-PARSER = "parser"
-TARGET_CAPTURE = "target-capture"
-VALIDATION = "validation"
-DTYPE = "dtype"
-ROUTING = "routing"
-EXTEND_WIDTH = "extend-width"
-MULTI_LAYER_WIDTH = "multi-layer-width"
-V2_IDLE_WIDTH = "v2-idle-width"
-PD_STANDALONE = "pd-standalone"
-DRAFTER_FC = "drafter-fc"
-IDLE_INPUTS = "idle-inputs"
-ATTENTION_BACKENDS = "attention-backends"
-EAGLE3_NORM_VARIANTS = "eagle3-norm-variants"
-SPECULATORS_FORMAT = "speculators-format"
-E2E_TEST = "e2e-test"
-
-#: In the order they land: each may use what the ones before it provide, never what a later
-#: one does (the fork tests of each are run on the tree as it stands after it).
-ORDER: tuple[str, ...] = (
-    ANNOTATION,
-    PARSER,
-    TARGET_CAPTURE,
-    VALIDATION,
-    DTYPE,
-    ROUTING,
-    EXTEND_WIDTH,
-    MULTI_LAYER_WIDTH,
-    V2_IDLE_WIDTH,
-    PD_STANDALONE,
-    DRAFTER_FC,
-    IDLE_INPUTS,
-    ATTENTION_BACKENDS,
-    EAGLE3_NORM_VARIANTS,
-    SPECULATORS_FORMAT,
-    E2E_TEST,
-)
-
-#: SGLang 0.5.23's concerns (``after_refactor/``), in the order its series lands them.
-AUX_COUNT = "aux-count"
-TOP_LEVEL_LAYER_IDS = "top-level-layer-ids"
-DRAFT_CHECK = "draft-check"
-DRAFT_DTYPE = "draft-dtype"
-SPECULATORS_EAGLE3 = "speculators-eagle3"
-SPECULATORS_NORMS = "speculators-norms"
-AFTER_REFACTOR_ORDER: tuple[str, ...] = (
-    AUX_COUNT,
-    TOP_LEVEL_LAYER_IDS,
-    DRAFT_CHECK,
-    DRAFT_DTYPE,
-    SPECULATORS_NORMS,
-    SPECULATORS_EAGLE3,
-)
-
-#: The concerns that route sizing sites: the routing itself, then one behaviour fix each.
-SIZING_CONCERNS = (ROUTING, EXTEND_WIDTH, MULTI_LAYER_WIDTH, V2_IDLE_WIDTH, PD_STANDALONE)
-
-#: 0.5.23's fixes of what serving showed broken under PD and DP attention, after its sizing
-#: series: STANDALONE's draft proposal across PD, and the idle verify input's KV layout.
-STANDALONE_DISAGG = "standalone-disagg"
-IDLE_VERIFY_KV = "idle-verify-kv"
-AFTER_REFACTOR_ORDER += (STANDALONE_DISAGG, IDLE_VERIFY_KV)
 
 _ENABLED: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar(
     "concerns", default=None
@@ -87,12 +24,14 @@ _ASKED: contextvars.ContextVar[dict[str, bool] | None] = contextvars.ContextVar(
 
 
 class ConcernError(ValueError):
-    """A concern name that is not in ``ORDER``."""
+    """A concern name that no family has."""
 
 
 def _known(names: Iterable[str]) -> frozenset[str]:
+    from sglang_eagle_sizing.families import FAMILIES
+
     names = frozenset(names)
-    known = (*ORDER, *AFTER_REFACTOR_ORDER)
+    known = [name for family in FAMILIES for name in family.concerns]
     unknown = sorted(names - set(known))
     if unknown:
         raise ConcernError(f"unknown concern {unknown[0]!r}; known: {', '.join(known)}")
@@ -138,6 +77,11 @@ def _answer(name: str, current: frozenset[str] | None) -> bool:
     return answer
 
 
+def current() -> frozenset[str] | None:
+    """The concerns ``only`` names now; None: every one."""
+    return _ENABLED.get()
+
+
 def enabled(name: str) -> bool:
     """Whether the rules write ``name`` now (every concern, outside ``only``)."""
     current = _ENABLED.get()
@@ -150,11 +94,7 @@ def any_enabled(names: Iterable[str]) -> bool:
     return any(enabled(name) for name in names)
 
 
-def all_enabled() -> bool:
+def all_enabled(names: Iterable[str]) -> bool:
+    """Whether every one of ``names`` (a family's concerns) is written now."""
     current = _ENABLED.get()
-    return all([_answer(name, current) for name in ORDER])
-
-
-def prefix(count: int) -> tuple[str, ...]:
-    """The first ``count`` concerns of the series."""
-    return ORDER[:count]
+    return all([_answer(name, current) for name in names])

@@ -34,8 +34,8 @@ from typing import Any, ClassVar
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-from . import __version__
-from .concerns import all_enabled, any_enabled
+from sglang_eagle_sizing import __version__
+from sglang_eagle_sizing.concerns import all_enabled, any_enabled
 
 
 class RewriteError(Exception):
@@ -561,7 +561,7 @@ def check_source(
     cache: FindingsCache | None = None,
 ) -> list[Finding]:
     """What each rule finds in the original file, without rewriting it."""
-    if not all_enabled():
+    if not all_enabled({concern for rule in rules for concern in rule.concerns}):
         cache = None  # the cache holds what every rule finds
     if cache is not None:
         cached = cache.get(file, text)

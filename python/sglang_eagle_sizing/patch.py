@@ -19,9 +19,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import concerns, fork_test_slices
-from .concerns import E2E_TEST, all_enabled, enabled
-from .engine import (
+from sglang_eagle_sizing import concerns
+from sglang_eagle_sizing.engine import (
     FileResult,
     Finding,
     FindingsCache,
@@ -33,23 +32,28 @@ from .engine import (
     tool_fingerprint,
     unified_diff,
 )
-from .families import BEFORE_REFACTOR, FAMILIES, Family
-from .rules.contract import MODEL_CONFIG, release_model_config
-from .sites import Site
-from .syntax import line_length
-from .transaction import FileChange
-from .tree import SglangTree, TreeError
+from sglang_eagle_sizing.families import BEFORE_REFACTOR, FAMILIES, Family
+from sglang_eagle_sizing.families.release_0_5_11.rules.contract import (
+    MODEL_CONFIG,
+    release_model_config,
+)
+from sglang_eagle_sizing.families.release_0_5_11.sites import Site
+from sglang_eagle_sizing.syntax import line_length
+from sglang_eagle_sizing.transaction import FileChange
+from sglang_eagle_sizing.tree import SglangTree, TreeError
 
 SITE_LABELS = frozenset({"decode", "extend"})
 
-#: the fork's tests of 0.5.9-0.5.11, laid out from the checkout root (``test/registered/...``)
-INSERTED_TESTS = BEFORE_REFACTOR.inserted_tests
+#: a folder of fork tests read in place of a family's own (``{family name: folder}``; tests
+#: point a family at stand-ins)
+INSERTED_TESTS: dict[str, Path] = {}
 
 
 def inserted_test_files(family: Family = BEFORE_REFACTOR) -> dict[str, bytes]:
     """The test files the patch adds to a checkout: ``{path from the checkout root: bytes}``;
-    under ``concerns.only``, what the concerns enabled add of them (``fork_test_slices``)."""
-    folder = INSERTED_TESTS if family is BEFORE_REFACTOR else family.inserted_tests
+    under ``concerns.only``, what the concerns enabled add of them (the family's
+    ``sites.test_files``)."""
+    folder = INSERTED_TESTS.get(family.name, family.inserted_tests)
     if not folder.is_dir():
         return {}
     files = {
@@ -57,21 +61,7 @@ def inserted_test_files(family: Family = BEFORE_REFACTOR) -> dict[str, bytes]:
         for path in sorted(folder.rglob("*.py"))
         if "__pycache__" not in path.parts and path.is_file()
     }
-    if family is not BEFORE_REFACTOR:
-        return family.test_files(files)
-    if all_enabled():
-        return files
-    # every concern that has CPU tests enabled (a series without the GPU test): the whole folder
-    whole_cpu_tests = all(enabled(c) for c in concerns.ORDER if c != E2E_TEST)
-    is_cpu_test = fork_test_slices.is_cpu_test
-    cpu_tests = {k: v.decode("utf-8") for k, v in files.items() if is_cpu_test(k)}
-    if not whole_cpu_tests:
-        cpu_tests = fork_test_slices.slice_cpu_tests(cpu_tests)
-    staged = {k: v.encode("utf-8") for k, v in cpu_tests.items()}
-    for key, data in files.items():
-        if not is_cpu_test(key) and enabled(E2E_TEST):
-            staged[key] = data
-    return dict(sorted(staged.items()))
+    return family.test_files(files)
 
 
 @dataclass
@@ -209,7 +199,7 @@ def rewrite_tree(tree: SglangTree, progress=None) -> TreeReport:
     ``progress``: called with (files done, files) as they finish."""
     report = TreeReport(tree)
     length = tree.formatter_line_length()
-    current = concerns._ENABLED.get()
+    current = concerns.current()
     enabled_now = None if current is None else tuple(sorted(current))
     release = _release_text(tree)
     files = tree.files()

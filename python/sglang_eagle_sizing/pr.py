@@ -22,12 +22,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import concerns, series
-from .engine import Finding, FindingsCache, default_cache_dir
-from .families import BEFORE_REFACTOR
-from .patch import SITE_LABELS, TreeReport, check_tree, rewrite_tree
-from .sites import SITES, Site
-from .tree import TreeError, display
+from sglang_eagle_sizing import concerns, series
+from sglang_eagle_sizing.engine import Finding, FindingsCache, default_cache_dir
+from sglang_eagle_sizing.families import BEFORE_REFACTOR
+from sglang_eagle_sizing.families.release_0_5_11.sites import SITES, Site
+from sglang_eagle_sizing.patch import SITE_LABELS, TreeReport, check_tree, rewrite_tree
+from sglang_eagle_sizing.tree import TreeError, display
 
 HELP = (
     "print the change for SGLang's reviewers: a cover letter and the diff, or with --series "
@@ -113,7 +113,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="'NAME <EMAIL>'",
         help="the From: of each patch; default: the checkout's git user.name and user.email",
     )
-    from .cli import add_allow_flag
+    from sglang_eagle_sizing.cli import add_allow_flag
 
     add_allow_flag(parser)
 
@@ -121,7 +121,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def output_folder(path: str, option: str) -> Path:
     """``path`` as a folder to write into, checked before any slow work: a ``TreeError`` (one
     line) if it is a file, or a folder that cannot be made or written."""
-    from .tree import display
+    from sglang_eagle_sizing.tree import display
 
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
@@ -141,7 +141,7 @@ def output_folder(path: str, option: str) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .cli import locate
+    from sglang_eagle_sizing.cli import locate
 
     if args.series is not None:
         output_folder(args.series, "--series")
@@ -253,7 +253,7 @@ def _demoted(body: str) -> str:
 def diffstat(report: TreeReport) -> str:
     """The files the change touches, with lines added and removed (``git diff --stat``'s
     numbers), fenced."""
-    from .engine import unified_diff
+    from sglang_eagle_sizing.engine import unified_diff
 
     rows = []
     for result in report.changed:

@@ -1,11 +1,11 @@
 """The change as a series of patches, one concern each, as SGLang's reviewers take it.
 
-Patch k is the difference between the tree the rules write with the first k-1 concerns of
-``concerns.ORDER`` and the tree they write with the first k, both from the release, so the
-series applied in order (``git am``) leaves exactly the tree ``apply`` writes, test files
-included. Each patch carries its own slice of the fork's CPU test (``fork_test_slices``).
+Patch k is the difference between the tree the rules write with the first k-1 concerns of the
+tree's family (``families/<family>/concerns.py``) and the tree they write with the first k,
+both from the release, so the series applied in order (``git am``) leaves exactly the tree
+``apply`` writes, test files included.
 
-The descriptions (``PATCHES``) are Markdown files, ``descriptions/<concern>.md``, in the
+The descriptions are Markdown files, ``families/<family>/descriptions/<concern>.md``, in the
 sections of SGLang's pull-request template, written for a reviewer of SGLang who sees nothing
 else: they name SGLang's files, configs, tests and commands only.
 """
@@ -17,18 +17,23 @@ import email.utils
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import concerns
-from .engine import (
+from sglang_eagle_sizing import concerns
+from sglang_eagle_sizing.engine import (
     Finding,
     FindingsCache,
     default_cache_dir,
     git_header,
     unified_diff,
 )
-from .families import BEFORE_REFACTOR, Family
-from .fork_test_slices import is_test_file
-from .patch import TreeReport, check_tree, rewrite_tree
-from .tree import SglangTree, TreeError, _git
+from sglang_eagle_sizing.families import BEFORE_REFACTOR, Family
+from sglang_eagle_sizing.patch import TreeReport, check_tree, rewrite_tree
+from sglang_eagle_sizing.tree import SglangTree, TreeError, _git
+
+
+def is_test_file(key: str) -> bool:
+    """Whether ``key`` (a path from the checkout root) is a test file or a test helper of
+    SGLang's: under ``test/`` or ``python/sglang/test/``."""
+    return key.startswith(("test/", "python/sglang/test/"))
 
 
 @dataclass(frozen=True)
@@ -46,26 +51,10 @@ def read_patch(folder: Path, concern: str) -> Patch:
     return Patch(concern, heading.removeprefix("# "), body.lstrip("\n"))
 
 
-#: the description of each patch: ``descriptions/<concern>.md`` (package data)
-DESCRIPTIONS = Path(__file__).resolve().parent / "descriptions"
-
-PATCHES: tuple[Patch, ...] = tuple(
-    read_patch(DESCRIPTIONS, concern) for concern in concerns.ORDER
-)
-
-assert tuple(p.concern for p in PATCHES) == concerns.ORDER
-assert PATCHES[-1].concern == concerns.E2E_TEST
-
-
 def patches(gpu_test: bool = False, family: Family = BEFORE_REFACTOR) -> tuple[Patch, ...]:
-    """The patches ``pr`` writes: every concern but the GPU end-to-end test, which has never
-    run (no GPU here); ``gpu_test`` (``pr --with-gpu-test``) adds it as the last patch.
-    ``family``: the release family's series (0.5.23's has no GPU test)."""
-    if family is not BEFORE_REFACTOR:
-        from .after_refactor.series import patches as after_refactor
-
-        return after_refactor()
-    return PATCHES if gpu_test else PATCHES[:-1]
+    """The patches ``pr`` writes for ``family``: its series (``families/<family>/series.py``);
+    ``gpu_test`` (``pr --with-gpu-test``) adds a family's GPU end-to-end test where it has one."""
+    return family.patches(gpu_test)
 
 
 # -- the trees ---------------------------------------------------------------------------

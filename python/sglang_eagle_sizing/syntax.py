@@ -439,3 +439,66 @@ def drop_unused_locals(
     dropper = _DropLocals(unread)
     body = function.body.visit(dropper)
     return function.with_changes(body=body)
+
+
+# -- small helpers both families' rules use ------------------------------------------
+
+
+def contains(node: cst.CSTNode, predicate) -> bool:
+    """Whether ``predicate`` holds for ``node`` or a node inside it."""
+    found = False
+
+    class _Visitor(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            nonlocal found
+            if predicate(n):
+                found = True
+            return not found
+
+    node.visit(_Visitor())
+    return found
+
+
+def assigned(stmt: cst.CSTNode) -> str | None:
+    """``self.x`` for ``self.x = ...`` or ``self.x: T = ...``."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        small = stmt.body[0]
+        if isinstance(small, cst.Assign) and len(small.targets) == 1:
+            return dotted(small.targets[0].target)
+        if isinstance(small, cst.AnnAssign):
+            return dotted(small.target)
+    return None
+
+
+def assigns(stmt: cst.CSTNode, target: str) -> bool:
+    """Whether ``stmt`` is the one statement ``target = ...``."""
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Assign)
+        and len(stmt.body[0].targets) == 1
+        and dotted(stmt.body[0].targets[0].target) == target
+    )
+
+
+def flat(node: cst.CSTNode) -> str:
+    """``node``'s code without any whitespace."""
+    return "".join(code_of(node).split())
+
+
+def line_is(stmt: cst.CSTNode, source: str) -> bool:
+    """Whether ``stmt`` is the one-line statement ``source``, whitespace aside."""
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and flat(stmt.body[0]) == "".join(source.split())
+    )
+
+
+def rewritten(source: str, change: tuple[str, str]) -> str:
+    """``source`` (text a family inserts) with a later concern's ``(old, new)`` made; ``old``
+    must occur once: the texts are ours, so anything else is a bug of the family's."""
+    old, new = change
+    if source.count(old) != 1:
+        raise AssertionError(f"{old!r} occurs {source.count(old)} times in the text it rewrites")
+    return source.replace(old, new)

@@ -49,7 +49,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .tree import BACKUP_DIR, EDITED_DIR, LOCK, SglangTree, TreeError, _git, display
+from sglang_eagle_sizing.tree import (
+    BACKUP_DIR,
+    EDITED_DIR,
+    LOCK,
+    SglangTree,
+    TreeError,
+    _git,
+    display,
+)
 
 __all__ = ["BACKUP_DIR", "EDITED_DIR", "LOCK"]
 

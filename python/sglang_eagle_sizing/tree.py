@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .families import (
+from sglang_eagle_sizing.families import (
     BEFORE_REFACTOR,
     Family,
     family_of_structure,
@@ -32,7 +32,7 @@ from .families import (
     is_tested,
     tested_text,
 )
-from .sites import GET_CONFIG_FILES
+from sglang_eagle_sizing.families.release_0_5_11.sites import GET_CONFIG_FILES
 
 #: The SGLang release whose sites ``sites.py`` lists (the fork wheel's and the report's base).
 KNOWN_VERSION = BEFORE_REFACTOR.known_version

@@ -27,9 +27,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine import CACHE_ENV, cache_root
-from .patch import rewrite_tree
-from .tree import KNOWN_VERSION, SglangTree, TreeError, display
+from sglang_eagle_sizing.engine import CACHE_ENV, cache_root
+from sglang_eagle_sizing.patch import rewrite_tree
+from sglang_eagle_sizing.tree import KNOWN_VERSION, SglangTree, TreeError, display
 
 HELP = "build dist/sglang-0.5.11+eaglesizing1-<tags>.whl: the release wheel with the patch applied"
 
@@ -94,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .pr import output_folder
+    from sglang_eagle_sizing.pr import output_folder
 
     try:
         output = output_folder(args.output, "--output")  # before the slow work

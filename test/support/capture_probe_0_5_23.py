@@ -38,7 +38,7 @@ maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
-
+from cpu_forward_0_5_23 import forward_one_sequence, one_cpu_rank  # noqa: E402
 from sglang.srt.configs.model_config import ModelConfig  # noqa: E402
 from sglang.srt.model_executor.forward_batch_info import ForwardMode  # noqa: E402
 from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (  # noqa: E402
@@ -51,8 +51,6 @@ from sglang.srt.runtime_context import SpawnRanks, create_context, use_context  
 from sglang.srt.server_args import ServerArgs  # noqa: E402
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 from sglang.test.test_utils import publish_build_topology  # noqa: E402
-
-from cpu_forward_0_5_23 import forward_one_sequence, one_cpu_rank  # noqa: E402
 
 HIDDEN = 64
 LAYERS = 8

@@ -13,14 +13,12 @@ from types import SimpleNamespace
 from unittest import mock
 
 import torch
-
+from one_sequence import one_sequence_batch
 from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
 from sglang.srt.layers.rotary_embedding import base as rotary_embedding_base
 from sglang.srt.model_executor.forward_context import ForwardContext, forward_context
 from sglang.srt.model_executor.runner_utils.forward_batch import set_forward_batch
 from sglang.srt.runtime_context import get_parallel
-
-from one_sequence import one_sequence_batch
 
 
 @contextlib.contextmanager

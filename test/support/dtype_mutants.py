@@ -22,7 +22,8 @@ TEST = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TEST))
 
 import test_patched_sglang as tests  # noqa: E402
-from conftest import LIBCUDA_STUB_SOURCE as STUB_SOURCE, SUPPORT, probe_json, run_python  # noqa: E402
+from conftest import LIBCUDA_STUB_SOURCE as STUB_SOURCE  # noqa: E402
+from conftest import SUPPORT, probe_json, run_python
 from sglang_eagle_sizing.cli import main as cli_main  # noqa: E402
 
 DTYPE_LINE = (

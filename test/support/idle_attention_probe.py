@@ -112,7 +112,6 @@ def cuda_made_on_cpu(module):
 def make_runner(target_config):
     """What ``TritonAttnBackend`` and ``forward_idle`` read of a ``ModelRunner``."""
     import torch
-
     from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
     from sglang.srt.model_executor.model_runner import ModelRunner
 
@@ -162,7 +161,6 @@ def make_flashinfer(runner):
     ``FlashInferIndicesUpdaterDecode``, whose ``__init__`` (flashinfer workspaces on the
     GPU) is replaced by the attributes it sets."""
     import torch
-
     from sglang.srt.layers.attention import flashinfer_backend
     from sglang.srt.layers.attention.flashinfer_backend import (
         FlashInferAttnBackend,
@@ -212,7 +210,6 @@ def idle_forward_batch(spec_info, busy_requests):
     """An idle rank's ForwardBatch as the scheduler hands it over: no requests, the busy
     rank's token count in ``global_num_tokens``."""
     import torch
-
     from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 
     empty = torch.empty((0,), dtype=torch.int64)
@@ -281,11 +278,9 @@ def main():
 
     out["sglang_file"] = sglang.__file__
     import torch
-
     from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
-    from sglang.srt.speculative import eagle_info
-    from sglang.srt.speculative import eagle_worker_v2, multi_layer_eagle_worker_v2
+    from sglang.srt.speculative import eagle_info, eagle_worker_v2, multi_layer_eagle_worker_v2
     from sglang.srt.speculative.eagle_info import EagleDraftInput, EagleVerifyInput
     from sglang.srt.speculative.eagle_worker import EAGLEWorker
     from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2

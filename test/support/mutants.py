@@ -34,9 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import black
-
-from sglang_eagle_sizing import fork_test_slices, inserted
-from sglang_eagle_sizing.sites import SITES, Kind, Site
+from sglang_eagle_sizing.families.release_0_5_11 import fork_test_slices, inserted
+from sglang_eagle_sizing.families.release_0_5_11.sites import SITES, Kind, Site
 
 CONTRACT = "speculative/eagle_info.py"
 #: where the parser of the drafter's config lives (``inserted.PARSER_HELPERS``), and the rule

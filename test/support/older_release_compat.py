@@ -43,8 +43,8 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
-import os
 import inspect
+import os
 import sys
 import tempfile
 import unittest

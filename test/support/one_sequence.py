@@ -4,7 +4,6 @@ CPU: what the probes of both release families run a model's real forward on
 after ``maybe_stub_sgl_kernel()``."""
 
 import torch
-
 from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardBatch
 

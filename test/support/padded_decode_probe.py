@@ -37,9 +37,8 @@ BUSY_ELSEWHERE = 2
 
 
 def main():
-    import torch
-
     import sglang
+    import torch
     from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 

@@ -173,7 +173,6 @@ def start_up_dtypes(cases):
     import copy
     import logging
 
-
     from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
     from sglang.srt.model_executor.model_runner import ModelRunner

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mutants import run_test_file, with_harness
 from sglang_eagle_sizing import series
-from sglang_eagle_sizing.fork_test_slices import CPU_TEST_DIR, HARNESS_DIR
+from sglang_eagle_sizing.families.release_0_5_11.fork_test_slices import CPU_TEST_DIR, HARNESS_DIR
 from sglang_eagle_sizing.tree import SglangTree
 
 RUFF = Path(sys.executable).with_name("ruff")

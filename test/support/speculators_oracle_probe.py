@@ -59,10 +59,9 @@ from sglang.test.test_utils import maybe_stub_sgl_kernel  # noqa: E402
 
 maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 
-import torch  # noqa: E402
-from transformers import LlamaConfig  # noqa: E402
-
 import sglang  # noqa: E402
+import torch  # noqa: E402
+from one_sequence import one_sequence_batch  # noqa: E402
 from sglang.srt import server_args as server_args_module  # noqa: E402
 from sglang.srt.distributed import parallel_state  # noqa: E402
 from sglang.srt.layers import dp_attention  # noqa: E402
@@ -76,8 +75,8 @@ from speculators_cases import (  # noqa: E402
     probe_main,
     run_case,
 )
-from one_sequence import one_sequence_batch  # noqa: E402
 from speculators_reference import reference_case  # noqa: E402
+from transformers import LlamaConfig  # noqa: E402
 
 EAGLE3 = "sglang.srt.models.llama_eagle3"
 CONFIG = "sglang.srt.utils.hf_transformers.config"

@@ -54,15 +54,13 @@ from sglang.test.test_utils import maybe_stub_sgl_kernel  # noqa: E402
 
 maybe_stub_sgl_kernel()  # before any import that pulls in sgl_kernel
 
-import torch  # noqa: E402
-from transformers import LlamaConfig  # noqa: E402
-
 import sglang  # noqa: E402
+import torch  # noqa: E402
+from cpu_forward_0_5_23 import forward_one_sequence, one_cpu_rank  # noqa: E402
 from sglang.srt.configs import model_config_parser_registry  # noqa: E402
 from sglang.srt.model_executor.forward_batch_info import ForwardMode  # noqa: E402
 from sglang.srt.model_loader.weight_utils import safetensors_weights_iterator  # noqa: E402
 from sglang.test.test_utils import publish_build_topology  # noqa: E402
-from cpu_forward_0_5_23 import forward_one_sequence, one_cpu_rank  # noqa: E402
 from speculators_cases import (  # noqa: E402
     REFERENCE,
     load_over_nan,
@@ -70,6 +68,7 @@ from speculators_cases import (  # noqa: E402
     probe_main,
     run_case,
 )
+from transformers import LlamaConfig  # noqa: E402
 
 #: the model-config parsers get_config dispatches to, by name
 PARSERS = model_config_parser_registry._MODEL_CONFIG_PARSER_REGISTRY

@@ -28,8 +28,6 @@ import torch  # noqa: E402
 from speculators.config import SpeculatorsConfig, VerifierConfig  # noqa: E402
 from speculators.models.eagle3 import Eagle3DraftModel, Eagle3SpeculatorConfig  # noqa: E402
 from speculators.proposals.greedy import GreedyTokenProposalConfig  # noqa: E402
-from transformers import LlamaConfig  # noqa: E402
-
 from speculators_cases import (  # noqa: E402
     DRAFT_VOCAB,
     HIDDEN,
@@ -40,6 +38,7 @@ from speculators_cases import (  # noqa: E402
     case_folder,
     chosen_cases,
 )
+from transformers import LlamaConfig  # noqa: E402
 
 
 def library_drafter(variant: str, aux_ids: list[int] | None) -> Eagle3DraftModel:

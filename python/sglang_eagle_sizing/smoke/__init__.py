@@ -28,7 +28,7 @@ HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..cli import add_allow_flag
+    from sglang_eagle_sizing.cli import add_allow_flag
 
     parser.add_argument("path", nargs="?", metavar="PATH",
                         help="the tree to serve (same forms as check); default: the installed sglang")
@@ -50,8 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import locate
-    from .cases import case_named, cases_for
+    from sglang_eagle_sizing.cli import locate
+    from sglang_eagle_sizing.smoke.cases import case_named, cases_for
 
     # Serving writes nothing: a tree with upstream's own refactor (0.5.12) is a comparison.
     # The tree's family decides the cases, the interpreter and the stand-ins.
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             mark = f"  [expected to fail: {case.known_failure}]" if case.known_failure else ""
             print(f"{case.name:36} {case.description}{mark}")
         return 0
-    from .pair import PairError, pair_case
+    from sglang_eagle_sizing.smoke.pair import PairError, pair_case
 
     try:
         cases = [case_named(n, family_cases) for n in args.case]
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def cache_dir() -> Path:
-    from ..wheel import cache_folder
+    from sglang_eagle_sizing.wheel import cache_folder
 
     return cache_folder()
 
@@ -109,8 +109,8 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None,
     """Serve every case from ``root`` (holding ``sglang/``), a tree of ``family`` (default:
     0.5.9-0.5.11), and from the unpatched release of that family; returns the report (a
     dict). ``on_case(report)``, if given, sees the report so far after each case."""
-    from ..families import BEFORE_REFACTOR
-    from .runner import (
+    from sglang_eagle_sizing.families import BEFORE_REFACTOR
+    from sglang_eagle_sizing.smoke.runner import (
         Models,
         progress,
         reference_case,
@@ -138,7 +138,7 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None,
             target_dir = built.target(case.target)
             if case.reference:
                 progress(f"transformers generate on the target ({case.target.dtype})")
-            from .cases import ALL_BATCHES
+            from sglang_eagle_sizing.smoke.cases import ALL_BATCHES
 
             references[target_key] = {
                 b.name: reference_tokens(target_dir, b, case.target.dtype) for b in ALL_BATCHES
@@ -151,7 +151,7 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None,
             entry["release"] = serve_case(release, "release", case, built, workdir, cache,
                                           family=family).__dict__
         if case.compare_capture:
-            from .capture import meant_states
+            from sglang_eagle_sizing.smoke.capture import meant_states
 
             # what the drafter's ids mean by its format's owner, beside what each tree captured
             entry["meant"] = meant_states(case.drafter, case.target)
@@ -256,9 +256,9 @@ def _report(root: Path, results: list, plain: dict, started: float, family) -> d
 
 
 def print_report(report: dict) -> None:
-    from .. import sites as site_list
-    from ..families import BEFORE_REFACTOR
-    from .runner import site_hits, unreachable_reason
+    from sglang_eagle_sizing.families import BEFORE_REFACTOR
+    from sglang_eagle_sizing.families.release_0_5_11 import sites as site_list
+    from sglang_eagle_sizing.smoke.runner import site_hits, unreachable_reason
 
     release = report.get("release", BEFORE_REFACTOR.known_version)
     # 0.5.23 has no sizing site of this patch's: every site calls upstream's helpers, whose

@@ -128,7 +128,7 @@ def meant_states(drafter, target) -> list[str] | None:
     index as given (``models.hidden_state_of``), on every class. None for SGLang's ids
     (SpecForge's), whose meaning is the class's own rule in each release (what the unpatched
     release captures), and without ids."""
-    from .models import hidden_state_of
+    from sglang_eagle_sizing.smoke.models import hidden_state_of
 
     if drafter is None or drafter.aux_layer_ids is None or drafter.format != "speculators":
         return None

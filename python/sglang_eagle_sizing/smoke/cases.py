@@ -1,11 +1,12 @@
 """The smoke matrix: each case is a set of server flags a user would pass, the models it
-serves and the requests it sends."""
+serves and the requests it sends. Here: what a case is, and the cases both release families
+build on; each family lists what it serves in its ``smoke_cases.py``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .models import STEP3P5, DrafterSpec, TargetSpec
+from sglang_eagle_sizing.smoke.models import STEP3P5, DrafterSpec, TargetSpec
 
 #: server flags every CPU server needs (see docs/smoke.md for why each)
 CPU_FLAGS = (
@@ -122,88 +123,6 @@ class Case:
 
 EAGLE3 = DrafterSpec(kind="eagle3", aux_layer_ids=(0, 1, 2))
 
-CASES: tuple[Case, ...] = (
-    Case(
-        "eagle3-v1",
-        "EAGLE-3, v1 worker (--disable-overlap-schedule), ids in eagle_config; all request shapes",
-        "EAGLE3", EAGLE3, CHAIN + V1, batches=SHAPES,
-    ),
-    Case(
-        "eagle3-v2",
-        "EAGLE-3, v2 (overlap) worker",
-        "EAGLE3", EAGLE3, CHAIN, batches=SHAPES,
-    ),
-    Case(
-        "eagle3-noaux-v1",
-        "EAGLE-3 drafter with eagle_config.use_aux_hidden_state: false (target's last hidden state)",
-        "EAGLE3",
-        DrafterSpec(kind="eagle3", aux_layer_ids=None, use_aux_hidden_state=False),
-        CHAIN + V1,
-    ),
-    Case(
-        "eagle3-toplevel-ids-v1",
-        "EAGLE-3 drafter declaring eagle_aux_hidden_state_layer_ids at the top level",
-        "EAGLE3",
-        DrafterSpec(kind="eagle3", aux_layer_ids=(0, 1, 2), ids_at="top"),
-        CHAIN + V1,
-    ),
-    Case(
-        "eagle3-topk2-v1",
-        "EAGLE-3, a tree: topk 2, 3 steps, 6 draft tokens",
-        "EAGLE3", EAGLE3,
-        ("--speculative-num-steps", "3", "--speculative-eagle-topk", "2",
-         "--speculative-num-draft-tokens", "6") + V1,
-    ),
-    Case(
-        "eagle-v1",
-        "EAGLE (an EAGLE-1 LlamaForCausalLMEagle drafter), v1 worker",
-        "EAGLE", DrafterSpec(kind="eagle"), CHAIN + V1,
-    ),
-    Case(
-        "standalone-v1",
-        "STANDALONE: a one-layer ordinary Llama drafting, v1 worker",
-        "STANDALONE", DrafterSpec(kind="standalone"), CHAIN + V1,
-    ),
-    Case(
-        "eagle3-fp16-drafter-bf16-target",
-        "EAGLE-3, float16 drafter on a bfloat16 target at --dtype auto (the Llama-3.1-8B "
-        "SpecForge pair's dtypes), v1 worker",
-        "EAGLE3",
-        DrafterSpec(kind="eagle3", aux_layer_ids=(0, 1, 2), dtype="float16"),
-        CHAIN + V1,
-        target=TargetSpec(dtype="bfloat16"),
-        dtype="auto",
-        known_failure="0.5.11 crashes at the drafter's fc (BFloat16 != Half); the patch builds "
-        "the drafter in bfloat16 and serves past it, but no bfloat16 model serves on this CPU: "
-        "Triton's interpreter has no bfloat16 scalar (decode_attention.py:127, "
-        "'InterpreterBuilder' object has no attribute 'get_bf16'); the mirror pair below serves",
-        known_error="get_bf16",
-    ),
-    Case(
-        "eagle3-refused",
-        "EAGLE-3 drafter declaring num_aux_hidden_states: 2 for 3 layer ids: start-up "
-        "validation refuses it before the draft weights load",
-        "EAGLE3",
-        DrafterSpec(kind="eagle3", aux_layer_ids=(0, 1, 2), extra={"num_aux_hidden_states": 2}),
-        CHAIN + V1,
-        batches=(),
-        expect="refuse",
-        message="Invalid num_aux_hidden_states=2",
-    ),
-    Case(
-        "eagle3-refused-shallow-target",
-        "EAGLE-3 drafter without layer ids on the 4-layer target, whose default capture "
-        "[2, 2, 1] is 2 distinct layers: start-up validation refuses it before the draft "
-        "weights load (0.5.11 serves it and crashes at the drafter's fc)",
-        "EAGLE3",
-        DrafterSpec(kind="eagle3", aux_layer_ids=None),
-        CHAIN + V1,
-        batches=(),
-        expect="refuse",
-        message="Invalid eagle_config.eagle_aux_hidden_state_layer_ids=None",
-    ),
-)
-
 #: the float16/bfloat16 mismatch at --dtype auto, mirrored so that the model the patch builds
 #: (float16) can run on this CPU
 MIRRORED_DTYPES = Case(
@@ -216,16 +135,6 @@ MIRRORED_DTYPES = Case(
     target=TargetSpec(dtype="float16"),
     dtype="auto",
 )
-CASES += (
-    MIRRORED_DTYPES,
-    replace(
-        MIRRORED_DTYPES,
-        name="eagle3-bf16-drafter-fp16-target-v2",
-        description="EAGLE-3, bfloat16 drafter on a float16 target at --dtype auto, v2 "
-        "(overlap) worker",
-        flags=CHAIN,
-    ),
-)
 
 QWEN3 = TargetSpec(architecture="Qwen3ForCausalLM")
 DP_ATTENTION = ("--tp", "2", "--dp", "2", "--enable-dp-attention")
@@ -237,36 +146,21 @@ DP_ENV = (
     ("SGLANG_NCCL_SO_PATH", "/nonexistent/libnccl.so.2"),
     ("SGLANG_EAGLE_SIZING_SMOKE_DP", "1"),
 )
-CASES += (
-    DP_ONE_REQUEST := Case(
-        "eagle3-dp-attention-v1",
-        "EAGLE-3, Qwen3 target, --tp 2 --dp 2 --enable-dp-attention, one request (rank dp1 "
-        "idle), v1 worker; 0.5.11 crashes: its idle inputs carry no kv_indptr for the Triton "
-        "backend",
-        "EAGLE3", EAGLE3, CHAIN + V1 + DP_ATTENTION, batches=(ONE,), target=QWEN3,
-        env=DP_ENV,
-    ),
-    Case(
-        "eagle3-dp-attention-v2",
-        "EAGLE-3, Qwen3 target, --tp 2 --dp 2 --enable-dp-attention, one request (rank dp1 "
-        "idle), v2 worker; 0.5.11 crashes as v1 does",
-        "EAGLE3", EAGLE3, CHAIN + DP_ATTENTION, batches=(ONE,), target=QWEN3, env=DP_ENV,
-    ),
-    DP_THREE_REQUESTS := Case(
-        "eagle3-dp-attention-3-requests-v1",
-        "EAGLE-3, Qwen3 target, --tp 2 --dp 2 --enable-dp-attention, three requests that "
-        "finish at different steps (both ranks busy, one padded to the other's size, then one "
-        "idle), v1 worker",
-        "EAGLE3", EAGLE3, CHAIN + V1 + DP_ATTENTION, batches=(SOME_FINISH,), target=QWEN3,
-        env=DP_ENV,
-    ),
-    # the same on the v2 (overlap) worker
-    replace(
-        DP_THREE_REQUESTS,
-        name="eagle3-dp-attention-3-requests-v2",
-        description=DP_THREE_REQUESTS.description.replace("v1 worker", "v2 worker"),
-        flags=CHAIN + DP_ATTENTION,
-    ),
+DP_ONE_REQUEST = Case(
+    "eagle3-dp-attention-v1",
+    "EAGLE-3, Qwen3 target, --tp 2 --dp 2 --enable-dp-attention, one request (rank dp1 "
+    "idle), v1 worker; 0.5.11 crashes: its idle inputs carry no kv_indptr for the Triton "
+    "backend",
+    "EAGLE3", EAGLE3, CHAIN + V1 + DP_ATTENTION, batches=(ONE,), target=QWEN3,
+    env=DP_ENV,
+)
+DP_THREE_REQUESTS = Case(
+    "eagle3-dp-attention-3-requests-v1",
+    "EAGLE-3, Qwen3 target, --tp 2 --dp 2 --enable-dp-attention, three requests that "
+    "finish at different steps (both ranks busy, one padded to the other's size, then one "
+    "idle), v1 worker",
+    "EAGLE3", EAGLE3, CHAIN + V1 + DP_ATTENTION, batches=(SOME_FINISH,), target=QWEN3,
+    env=DP_ENV,
 )
 
 #: A drafter narrower than its target under DP attention. llama_eagle3.py applies ``fc`` only
@@ -281,15 +175,6 @@ DP_NARROW = replace(
     "--enable-dp-attention, one request (rank dp1 idle), v1 worker: the idle inputs' widths "
     "reach the drafter's fc",
     drafter=NARROW_DRAFTER,
-)
-CASES += (
-    DP_NARROW,
-    replace(
-        DP_NARROW,
-        name="eagle3-dp-attention-narrow-drafter-v2",
-        description=DP_NARROW.description.replace("v1 worker", "v2 worker"),
-        flags=CHAIN + DP_ATTENTION,
-    ),
 )
 
 #: Drafters whose acceptance hangs on the layers the target captures (the ``layers`` craft,
@@ -329,45 +214,6 @@ SPECULATORS_4IDS = replace(
     batches=(LONG,),
     release_error=SPECULATORS_UNREAD,
 )
-CASES += (
-    FOUR_IDS,
-    replace(
-        FOUR_IDS,
-        name="eagle3-4ids-v2",
-        description=FOUR_IDS.description.replace("v1 worker", "v2 (overlap) worker"),
-        flags=CHAIN,
-    ),
-    SPECULATORS_4IDS,
-    replace(
-        SPECULATORS_4IDS,
-        name="eagle3-speculators-4ids-v2",
-        description=SPECULATORS_4IDS.description.replace("v1 worker", "v2 (overlap) worker"),
-        flags=CHAIN,
-    ),
-    replace(
-        SPECULATORS_4IDS,
-        name="eagle3-speculators-last-layer-v1",
-        description="EAGLE-3 drafter in the speculators format whose ids ([1, 3, 5]) include "
-        "the 6-layer target's last layer (hidden state 5: its input, as the speculators "
-        "library counts), crafted as above; v1 worker",
-        drafter=DrafterSpec(
-            kind="eagle3", aux_layer_ids=(1, 3, 5), ids_at="top", craft="layers",
-            format="speculators",
-        ),
-    ),
-    replace(
-        FOUR_IDS,
-        name="eagle3-speculators-default3-v1",
-        description="EAGLE-3 drafter in the speculators format without layer ids (SGLang's "
-        "default 3: the inputs of layers [2, 4, 5] of the 8-layer target), crafted as above; "
-        "v1 worker",
-        drafter=DrafterSpec(kind="eagle3", aux_layer_ids=None, craft="layers",
-                            format="speculators"),
-        batches=(LONG,),
-        target=replace(LAYERED, num_layers=8),
-        release_error=SPECULATORS_UNREAD,
-    ),
-)
 #: the narrow drafter under DP attention with 4 aux layers: an idle input of the extend width
 #: is 4 x 64 wide, and reaches fc (4 x 64 -> 32)
 DP_NARROW_4 = replace(
@@ -382,15 +228,6 @@ DP_NARROW_4 = replace(
     min_accept_length=ACCEPTED,
     release_error="torch.Size([32, 256])",
 )
-CASES += (
-    DP_NARROW_4,
-    replace(
-        DP_NARROW_4,
-        name="eagle3-dp-attention-narrow-4ids-v2",
-        description=DP_NARROW_4.description.replace("v1 worker", "v2 worker"),
-        flags=CHAIN + DP_ATTENTION,
-    ),
-)
 
 #: PD disaggregation on loopback: each server of the pair adds ``--disaggregation-mode
 #: prefill|decode`` and its own ``--disaggregation-bootstrap-port``; Mooncake's transfer
@@ -402,15 +239,6 @@ PD = Case(
     "loopback): both allocate the draft-state metadata buffers; the decode server "
     "drafts from the state the prefill server sent; v1 worker",
     "EAGLE3", EAGLE3, CHAIN + V1 + PD_FLAGS, batches=SHAPES, pd=True,
-)
-CASES += (
-    PD,
-    replace(
-        PD,
-        name="eagle3-pd-v2",
-        description="EAGLE-3, PD disaggregation as above, v2 (overlap) worker",
-        flags=CHAIN + PD_FLAGS,
-    ),
 )
 
 #: the multi-layer EAGLE (MTP) worker: a 45-layer tiny Step-3.5 target with random weights
@@ -429,71 +257,16 @@ MTP = Case(
     reference=False,
     plain_attention_backend="triton",
 )
-CASES += (
-    MTP,
-    replace(
-        MTP,
-        name="mtp-step3p5-v2",
-        description="multi-layer EAGLE (MTP) as above, v2 (overlap) worker "
-        "(MultiLayerEagleWorkerV2, whose draft worker allocates req_to_hidden_states_pool)",
-        flags=CHAIN + ("--enable-multi-layer-eagle", "--speculative-draft-load-format", "dummy"),
-    ),
-)
-
-#: The multi-layer workers' idle inputs: the MTP target under DP attention, one request (rank
-#: dp1 idle). Random weights differ between one rank and two (the LM head is split across the
-#: TP group, each shard drawn from the same seed), so the run without speculation is served
-#: under DP attention too: DP attention is a flag of the target here. 0.5.11's Step-3.5 MTP
-#: model deadlocks there (docs/smoke.md), so the case shows that blocker, within 3 minutes.
-CASES += (
-    replace(
-        MTP,
-        name="mtp-step3p5-dp-attention-v2",
-        description="multi-layer EAGLE (MTP) under --tp 2 --dp 2 --enable-dp-attention, one "
-        "request (rank dp1 idle: the multi-layer worker's idle inputs), v2 worker; the run "
-        "without speculation is under DP attention too",
-        flags=CHAIN + ("--enable-multi-layer-eagle", "--speculative-draft-load-format", "dummy"),
-        target_flags=MTP.target_flags + DP_ATTENTION,
-        target_env=DP_ENV,
-        request_timeout=180.0,
-        known_failure="0.5.11's Step-3.5 MTP model deadlocks under DP attention, patched or "
-        "not: at the first draft extend the busy rank waits in the MTP embedding's all-reduce "
-        "over the TP group (step3p5_mtp.py:96) while the idle rank, with no tokens, has passed "
-        "it and waits in the MTP layer's DP gather (step3p5.py:617)",
-        known_error="timed out",
-    ),
-)
-
-#: served through the target's own class: Qwen3-MoE, DeepSeek-V3, GPT-OSS, Gemma-3 (class_cases.py)
-from .class_cases import class_cases  # it builds on the names above
-
-CASES += class_cases("v1")
-
-#: the subset CI runs (one server per case and tree: keep it small); the DP-attention cases
-#: run from the patched tree only (test/test_smoke.py)
-CI_CASES = (
-    "eagle3-v1",
-    "eagle3-refused",
-    "eagle3-dp-attention-narrow-drafter-v1",
-    "eagle3-dp-attention-narrow-drafter-v2",
-)
 
 
-def case_named(name: str, cases: tuple[Case, ...] | None = None) -> Case:
-    """The case ``name`` among ``cases`` (default: 0.5.11's)."""
-    for case in CASES if cases is None else cases:
+def case_named(name: str, cases: tuple[Case, ...]) -> Case:
+    """The case ``name`` among ``cases``."""
+    for case in cases:
         if case.name == name:
             return case
     raise KeyError(name)
 
 
 def cases_for(family) -> tuple[Case, ...]:
-    """The smoke cases of a release family (``families.py``): 0.5.11's here, 0.5.23's in
-    ``cases_0_5_23.py`` (named as 0.5.11's, each ``-v2``: 0.5.23 has only the v2 workers)."""
-    from ..families import BEFORE_REFACTOR
-
-    if family is BEFORE_REFACTOR:
-        return CASES
-    from .cases_0_5_23 import CASES as CASES_0_5_23
-
-    return CASES_0_5_23
+    """The smoke cases of a release family: its ``smoke_cases.py``."""
+    return family.smoke_cases

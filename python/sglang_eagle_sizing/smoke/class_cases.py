@@ -25,8 +25,8 @@ and reported beside what the drafter's ids mean, on the patched tree and the unp
 
 from __future__ import annotations
 
-from .cases import CHAIN, LONG, V1, Case
-from .models import DrafterSpec, TargetSpec
+from sglang_eagle_sizing.smoke.cases import CHAIN, LONG, V1, Case
+from sglang_eagle_sizing.smoke.models import DrafterSpec, TargetSpec
 
 #: short name -> (architecture, layers, SpecForge-style ids, speculators ids)
 CLASSES = {

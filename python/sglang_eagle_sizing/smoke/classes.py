@@ -38,7 +38,7 @@ def config_of(spec) -> dict:
     """The transformers config of a tiny target of ``spec.architecture`` (a ``TargetSpec``):
     width ``spec.hidden_size``, ``spec.num_layers`` layers, 4 experts (2 per token) where the
     class has experts, the vocabulary of ``models.VOCAB``, float32 unless the spec says."""
-    from .models import INTERMEDIATE, VOCAB
+    from sglang_eagle_sizing.smoke.models import INTERMEDIATE, VOCAB
 
     h, heads = spec.hidden_size, spec.num_heads
     common = {
@@ -166,7 +166,7 @@ def build_class_target(spec, folder: Path) -> Path:
     import torch
     import transformers
 
-    from .models import VOCAB, embedding_table, write_tokenizer
+    from sglang_eagle_sizing.smoke.models import VOCAB, embedding_table, write_tokenizer
 
     config_class = transformers.AutoConfig.for_model(MODEL_TYPES[spec.architecture]).__class__
     config = config_class(**config_of(spec), dtype="float32")

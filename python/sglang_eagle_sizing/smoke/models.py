@@ -103,7 +103,7 @@ class TargetSpec:
 
     @property
     def model_type(self) -> str:
-        from .classes import MODEL_TYPES
+        from sglang_eagle_sizing.smoke.classes import MODEL_TYPES
 
         return {
             "LlamaForCausalLM": "llama",
@@ -117,7 +117,7 @@ class TargetSpec:
     def own_class(self) -> bool:
         """A class with its own capture rule or architecture (``classes.py``), built by
         transformers."""
-        from .classes import MODEL_TYPES
+        from sglang_eagle_sizing.smoke.classes import MODEL_TYPES
 
         return self.architecture in MODEL_TYPES
 
@@ -379,7 +379,7 @@ def build_target(spec: TargetSpec, folder: Path) -> Path:
         (folder / "config.json").write_text(json.dumps(step3p5_config(spec), indent=2) + "\n")
         return folder
     if spec.own_class:
-        from .classes import build_class_target
+        from sglang_eagle_sizing.smoke.classes import build_class_target
 
         if spec.craft != "shift":
             raise ValueError(f"{spec.architecture}: only the shift craft")

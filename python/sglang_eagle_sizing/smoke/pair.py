@@ -19,9 +19,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..families import AFTER_REFACTOR, BEFORE_REFACTOR, Family
-from .cases import CHAIN, V1, Case
-from .models import HIDDEN, VOCAB, DrafterSpec, TargetSpec, hidden_state_of, layer_id_of
+from sglang_eagle_sizing.families import AFTER_REFACTOR, BEFORE_REFACTOR, Family
+from sglang_eagle_sizing.smoke.cases import CHAIN, V1, Case
+from sglang_eagle_sizing.smoke.models import (
+    HIDDEN,
+    VOCAB,
+    DrafterSpec,
+    TargetSpec,
+    hidden_state_of,
+    layer_id_of,
+)
 
 TARGETS = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
 #: targets served through their own class (``classes.py``: built by transformers), each with

@@ -13,11 +13,11 @@ import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import sites as site_list
-from ..families import BEFORE_REFACTOR
-from . import models
-from .cases import Batch, Case
-from .server import (
+from sglang_eagle_sizing.families import BEFORE_REFACTOR
+from sglang_eagle_sizing.families.release_0_5_11 import sites as site_list
+from sglang_eagle_sizing.smoke import models
+from sglang_eagle_sizing.smoke.cases import Batch, Case
+from sglang_eagle_sizing.smoke.server import (
     Server,
     ServerError,
     free_port,
@@ -48,7 +48,7 @@ def _class_key(spec: models.TargetSpec) -> str:
     """A class target's config too (``classes.config_of``), which the spec does not hold."""
     if not spec.own_class:
         return ""
-    from .classes import config_of
+    from sglang_eagle_sizing.smoke.classes import config_of
 
     digest = hashlib.sha256(json.dumps(config_of(spec), sort_keys=True).encode()).hexdigest()
     return "-" + digest[:8]
@@ -125,7 +125,7 @@ def reference_case(case: Case) -> Case:
     """The run without speculation that ``case``'s tokens are compared with: its target,
     dtype, target flags and their environment; every batch when transformers is a
     reference too, else the case's own."""
-    from .cases import ALL_BATCHES
+    from sglang_eagle_sizing.smoke.cases import ALL_BATCHES
 
     dp = "-dp-attention" if "--enable-dp-attention" in case.target_flags else ""
     return Case(
@@ -227,7 +227,7 @@ def serve_case(
         progress(f"{name} on {tree_label}: ready after {time.monotonic() - start:.0f} s")
         _send_batches(run, case, speculative, server.generate)
         if compare:
-            from .capture import captured_states
+            from sglang_eagle_sizing.smoke.capture import captured_states
 
             run.capture = captured_states(
                 aux_dir, target_dir, case.batches[0].prompts, case.target.hidden_size
@@ -419,7 +419,7 @@ def unreachable_reason(site: site_list.Site) -> str:
 def release_root(cache: Path, version: str = BEFORE_REFACTOR.known_version) -> Path:
     """A folder holding the unpatched ``sglang/`` of the release wheel of ``version`` (0.5.11
     unless told; a family's ``known_version``), extracted once into the cache."""
-    from ..wheel import cached_release_wheel
+    from sglang_eagle_sizing.wheel import cached_release_wheel
 
     root = cache / f"release-{version}"
     if not (root / "sglang" / "srt").is_dir():

@@ -20,9 +20,6 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-STANDINS = Path(__file__).resolve().parent / "standins"
-#: 0.5.23's own stand-ins (``standins_0_5_23/sitecustomize.py``), loaded only for its trees
-STANDINS_0_5_23 = Path(__file__).resolve().parent / "standins_0_5_23"
 STUB_SOURCE = Path(__file__).resolve().parent / "libcuda_stub.c"
 #: the checkout of this tool (``python/sglang_eagle_sizing/smoke/server.py`` in it), whose
 #: ``scripts/setup.sh`` makes ``.venv-0.5.23``
@@ -37,7 +34,7 @@ def interpreter_for(family) -> Path:
     torch 2.14.1 and transformers 5.19.0, which 0.5.11's environment cannot hold):
     ``$SGLANG_EAGLE_SIZING_PYTHON_0_5_23`` if set, else ``.venv-0.5.23/bin/python`` of this
     checkout, made by ``scripts/setup.sh``."""
-    from ..families import BEFORE_REFACTOR
+    from sglang_eagle_sizing.families import BEFORE_REFACTOR
 
     if family is BEFORE_REFACTOR:
         return Path(sys.executable)
@@ -52,10 +49,8 @@ def interpreter_for(family) -> Path:
 
 
 def standins_for(family) -> Path:
-    """The stand-ins folder of ``family``: 0.5.11's or 0.5.23's, never both."""
-    from ..families import BEFORE_REFACTOR
-
-    return STANDINS if family is BEFORE_REFACTOR else STANDINS_0_5_23
+    """The stand-ins folder of ``family`` (``families/<family>/standins/``), never another's."""
+    return family.standins
 
 _running: set["Server"] = set()
 
@@ -124,7 +119,7 @@ def libcuda_stub(cache: Path) -> Path:
 
 
 def server_env(
-    root: Path, stub: Path, sites_file: Path | None, extra: dict, standins: Path = STANDINS
+    root: Path, stub: Path, sites_file: Path | None, extra: dict, standins: Path
 ) -> dict:
     """The environment of a CPU server running the ``sglang`` in ``root``, with the stand-ins
     folder ``standins`` (``standins_for``) first on its path."""

@@ -1,0 +1,195 @@
+"""The SGLang release families the tool knows, and which one a tree belongs to.
+
+Each family is a folder here of the same shape (``release_<its tested release>/``):
+
+- ``__init__.py``: what the family is, in a docstring;
+- ``concerns.py``: its concerns, in the order its series lands them;
+- ``sites.py``: the places of the tree its rules own (``SITE_FILES``, ``SITES``, ``test_files``);
+- ``rules/``: one module per concern, ``rules/__init__.py`` listing ``RULES``;
+- ``inserted.py``: the SGLang code the rules insert;
+- ``inserted_tests/``: the fork's tests, laid out from the checkout root;
+- ``descriptions/``: one pull-request description per concern (Markdown);
+- ``smoke_cases.py`` and ``standins/``: what ``smoke`` serves from its trees, on the CPU.
+
+The families:
+
+- ``release_0_5_11`` (0.5.9-0.5.11, before upstream's refactor): every worker, graph runner and
+  PD buffer sizes the hidden states inline. The patch adds the contract (classmethods on
+  ``EagleDraftInput`` / ``EagleDraftExtendInput``, one parser of the drafter's config) and
+  routes every site through it.
+- ``release_0_5_23`` (0.5.23 tested; 0.5.12-0.5.22 on structure): upstream routes every site
+  through its helpers in ``speculative/eagle_utils.py``; what is left is fixed where upstream
+  decides it, in upstream's idiom.
+
+A tree's family comes from its version when it has one, else from its structure. Adding a
+family is adding its folder and its line in ``FAMILIES`` (``docs/design.md`` has the recipe).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Family:
+    #: ``0.5.9-0.5.11``, for messages
+    name: str
+    #: the releases the family's patch is tested on, oldest first; the last is the one whose
+    #: sites the family's site list names
+    tested_versions: tuple[str, ...]
+    #: its folder here (``release_0_5_11``): the package holding its sites, rules, inserted
+    #: code and tests, descriptions and smoke cases (imported when first asked)
+    folder_name: str
+    #: the release numbers it takes on structure (``--allow-untested-version``), both included
+    first_release: tuple[int, ...]
+    last_release: tuple[int, ...]
+
+    @property
+    def known_version(self) -> str:
+        return self.tested_versions[-1]
+
+    @property
+    def module(self) -> str:
+        return f"{__name__}.{self.folder_name}"
+
+    @property
+    def folder(self) -> Path:
+        return _HERE / self.folder_name
+
+    def _import(self, name: str):
+        return importlib.import_module(f"{self.module}.{name}")
+
+    @property
+    def rules(self) -> tuple:
+        return self._import("rules").RULES
+
+    @property
+    def concerns(self) -> tuple[str, ...]:
+        """Its concerns, in the order its series lands them."""
+        return self._import("concerns").ORDER
+
+    @property
+    def _sites(self):
+        return self._import("sites")
+
+    @property
+    def site_files(self) -> tuple[str, ...]:
+        """Files (relative to ``srt/``) a tree of the family must hold."""
+        return self._sites.SITE_FILES
+
+    @property
+    def sites(self) -> tuple:
+        """The sizing sites ``check`` must find (any not found is reported)."""
+        return self._sites.SITES
+
+    @property
+    def new_modules(self) -> dict[str, str]:
+        """Modules the enabled concerns add to ``srt/``: ``{file: text}``."""
+        found = getattr(self._sites, "new_modules", None)
+        return found() if found is not None else {}
+
+    def test_files(self, files: dict[str, bytes]) -> dict[str, bytes]:
+        """Of the fork's test files (``{path: bytes}``), those the enabled concerns add."""
+        return self._sites.test_files(files)
+
+    @property
+    def inserted_tests(self) -> Path:
+        """The fork's tests, laid out from the checkout root."""
+        return self.folder / "inserted_tests"
+
+    @property
+    def descriptions(self) -> Path:
+        """One pull-request description per concern: ``<concern>.md``."""
+        return self.folder / "descriptions"
+
+    @property
+    def standins(self) -> Path:
+        """The stand-ins a CPU server of the family's trees loads first (``sitecustomize.py``)."""
+        return self.folder / "standins"
+
+    def patches(self, gpu_test: bool = False) -> tuple:
+        """Its series (``series.py``): one ``series.Patch`` per concern, in order."""
+        return self._import("series").patches(gpu_test)
+
+    @property
+    def needs(self) -> dict[str, tuple[str, ...]]:
+        """The earlier patches each patch needs to apply on the release (others: none)."""
+        return self._import("series").NEEDS
+
+    @property
+    def smoke_cases(self) -> tuple:
+        return self._import("smoke_cases").CASES
+
+    def holds(self, number: str) -> bool:
+        """Whether an untested version number belongs to the family (by its release number)."""
+        release = _release(number)
+        return release is not None and self.first_release <= release <= self.last_release
+
+
+BEFORE_REFACTOR = Family(
+    "0.5.9-0.5.11",
+    ("0.5.9", "0.5.10", "0.5.10.post1", "0.5.11"),
+    "release_0_5_11",
+    first_release=(0,),
+    last_release=(0, 5, 11, 999),
+)
+AFTER_REFACTOR = Family(
+    "0.5.23",
+    ("0.5.23",),
+    "release_0_5_23",
+    first_release=(0, 5, 12),
+    last_release=(999,),
+)
+FAMILIES = (BEFORE_REFACTOR, AFTER_REFACTOR)
+
+
+def _release(number: str) -> tuple[int, ...] | None:
+    match = re.match(r"v?(\d+(?:\.\d+)*)(?:\.post(\d+))?", number)
+    if match is None:
+        return None
+    release = tuple(int(part) for part in match.group(1).split("."))
+    return release + ((int(match.group(2)),) if match.group(2) else ())
+
+
+def tested_text() -> str:
+    """``0.5.9, 0.5.10, 0.5.10.post1, 0.5.11 and 0.5.23``, for messages."""
+    versions = [v for family in FAMILIES for v in family.tested_versions]
+    return ", ".join(versions[:-1]) + " and " + versions[-1]
+
+
+def family_of_version(number: str) -> Family | None:
+    """The family of a version number: tested, or by its release number."""
+    for family in FAMILIES:
+        if _tested(family).fullmatch(number):
+            return family
+    for family in FAMILIES:
+        if family.holds(number):
+            return family
+    return None
+
+
+def family_of_structure(srt: Path) -> Family:
+    """A tree without a version: 0.5.11's v2 module ``eagle_info_v2.py`` is gone after the
+    refactor."""
+    if (srt / "speculative" / "eagle_info_v2.py").is_file():
+        return BEFORE_REFACTOR
+    return AFTER_REFACTOR
+
+
+def _tested(family: Family) -> re.Pattern[str]:
+    """A tested release (the last one's post-releases too), with any local label."""
+    *older, last = family.tested_versions
+    return re.compile(
+        r"v?("
+        + "".join(re.escape(v) + "|" for v in older)
+        + rf"{re.escape(last)}(\.post\d+)?)(\+[0-9A-Za-z.]+)?"
+    )
+
+
+def is_tested(number: str) -> bool:
+    return any(_tested(family).fullmatch(number) for family in FAMILIES)

@@ -1,0 +1,25 @@
+"""SGLang 0.5.23's concerns, in the order its series lands them: its sizing series, then the
+fixes of what serving showed broken under PD and DP attention (STANDALONE's draft proposal
+across PD, and the idle verify input's KV layout)."""
+
+from __future__ import annotations
+
+AUX_COUNT = "aux-count"
+TOP_LEVEL_LAYER_IDS = "top-level-layer-ids"
+DRAFT_CHECK = "draft-check"
+DRAFT_DTYPE = "draft-dtype"
+SPECULATORS_NORMS = "speculators-norms"
+SPECULATORS_EAGLE3 = "speculators-eagle3"
+STANDALONE_DISAGG = "standalone-disagg"
+IDLE_VERIFY_KV = "idle-verify-kv"
+
+ORDER: tuple[str, ...] = (
+    AUX_COUNT,
+    TOP_LEVEL_LAYER_IDS,
+    DRAFT_CHECK,
+    DRAFT_DTYPE,
+    SPECULATORS_NORMS,
+    SPECULATORS_EAGLE3,
+    STANDALONE_DISAGG,
+    IDLE_VERIFY_KV,
+)

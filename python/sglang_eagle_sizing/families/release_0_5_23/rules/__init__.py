@@ -1,0 +1,63 @@
+"""The rewrite rules of SGLang 0.5.23, one concern each, in the order ``apply`` chains them.
+
+0.5.23 counts an EAGLE-3 drafter's aux hidden states by four rules: the extend helper
+(``num_aux_hidden_states``, else ``eagle_config``'s ids, else the top-level ids, else 3),
+``llama_eagle3``'s ``fc`` (top-level ids ignored), Kimi-K2.5's ``fc`` (``num_aux_hidden_states``
+ignored) and the target's capture (``eagle_config``'s ids only). Each rule here makes one of
+them ask ``parse_eagle3_draft_config`` (``inserted.EAGLE3_DRAFT_CONFIG``); the import rule,
+last, imports it where it is used.
+"""
+
+from __future__ import annotations
+
+from sglang_eagle_sizing.families.release_0_5_23.rules.aux_count import (
+    AuxCountBlockRule,
+    AuxCountFunctionRule,
+)
+from sglang_eagle_sizing.families.release_0_5_23.rules.draft_check import (
+    CaptureCallRule,
+    DraftCheckRule,
+    FinalHiddenStateRule,
+)
+from sglang_eagle_sizing.families.release_0_5_23.rules.draft_dtype import DraftDtypeRule
+from sglang_eagle_sizing.families.release_0_5_23.rules.idle_verify_kv import (
+    IdleVerifyInputRule,
+)
+from sglang_eagle_sizing.families.release_0_5_23.rules.imports import ParserImportRule
+from sglang_eagle_sizing.families.release_0_5_23.rules.speculators_eagle3 import (
+    CaptureCallerRule,
+    CaptureConfigFieldRule,
+    SpeculatorsConfigRule,
+)
+from sglang_eagle_sizing.families.release_0_5_23.rules.speculators_norms import (
+    NormBeforeResidualRule,
+)
+from sglang_eagle_sizing.families.release_0_5_23.rules.standalone_disagg import (
+    DisaggDraftHiddenRule,
+    DisaggDraftInputRule,
+    MetadataDraftProposalRule,
+    PrefillDraftProposalRule,
+)
+from sglang_eagle_sizing.families.release_0_5_23.rules.top_level_layer_ids import (
+    TargetCaptureRule,
+)
+
+RULES = (
+    AuxCountBlockRule,
+    AuxCountFunctionRule,
+    TargetCaptureRule,
+    DraftCheckRule,
+    CaptureCallRule,
+    CaptureConfigFieldRule,
+    CaptureCallerRule,
+    FinalHiddenStateRule,
+    DraftDtypeRule,
+    SpeculatorsConfigRule,
+    NormBeforeResidualRule,
+    PrefillDraftProposalRule,
+    MetadataDraftProposalRule,
+    DisaggDraftInputRule,
+    DisaggDraftHiddenRule,
+    IdleVerifyInputRule,
+    ParserImportRule,
+)

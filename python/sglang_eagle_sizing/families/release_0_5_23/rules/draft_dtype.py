@@ -1,0 +1,77 @@
+"""``draft-dtype``: the draft model's dtype at ``--dtype auto`` is resolved as the target's.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from sglang_eagle_sizing.engine import Finding, Rule
+from sglang_eagle_sizing.families.release_0_5_23 import concerns
+from sglang_eagle_sizing.families.release_0_5_23.inserted import (
+    DRAFT_DTYPE_FUNCTION,
+    DRAFT_DTYPE_HOOK,
+)
+from sglang_eagle_sizing.families.release_0_5_23.rules.base import two_blank_lines
+from sglang_eagle_sizing.families.release_0_5_23.sites import DRAFT_DTYPE, DRAFT_DTYPE_ANCHOR
+from sglang_eagle_sizing.syntax import dotted, statement
+
+
+class DraftDtypeRule(Rule):
+    """``_handle_eagle_family`` decides the draft's dtype at ``--dtype auto`` right after its
+    other per-drafter decision (``_handle_iquest_q1_mtp_draft``): the function
+    ``inserted.DRAFT_DTYPE_FUNCTION`` after that one's definition, its call after that call."""
+
+    concerns = (concerns.DRAFT_DTYPE,)
+    files = frozenset({DRAFT_DTYPE[0]})
+    needles = (DRAFT_DTYPE_ANCHOR,)
+
+    def __init__(self, file: str):
+        super().__init__(file)
+        self.called = False
+
+    def leave_IndentedBlock(self, original_node, updated_node):
+        if self.scope != DRAFT_DTYPE[1]:
+            return updated_node
+        body = list(updated_node.body)
+        calls = [i for i, stmt in enumerate(body) if _calls_only(stmt, DRAFT_DTYPE_ANCHOR)]
+        if len(calls) != 1:
+            return updated_node
+        self.called = True
+        index = calls[0]
+        if index + 1 < len(body) and _calls_only(body[index + 1], DRAFT_DTYPE_HOOK):
+            self.report(original_node.body[index], LABEL_DTYPE, Finding.ROUTED)
+            return updated_node
+        self.report(original_node.body[index], LABEL_DTYPE, Finding.UNROUTED)
+        body.insert(index + 1, statement(f"{DRAFT_DTYPE_HOOK}(server_args)\n"))
+        return updated_node.with_changes(body=body)
+
+    def leave_Module(self, original_node, updated_node):
+        if not self.called:
+            raise self.fail(
+                original_node,
+                f"{DRAFT_DTYPE[1]}: no {DRAFT_DTYPE_ANCHOR}(server_args) call to follow",
+            )
+        body = list(updated_node.body)
+        names = [getattr(stmt, "name", None) for stmt in body]
+        defined = [i for i, n in enumerate(names) if n is not None and n.value == DRAFT_DTYPE_ANCHOR]
+        if any(n is not None and n.value == DRAFT_DTYPE_HOOK for n in names):
+            return updated_node
+        if len(defined) != 1:
+            raise self.fail(original_node, f"no top-level def {DRAFT_DTYPE_ANCHOR}")
+        new = cst.parse_module(DRAFT_DTYPE_FUNCTION.lstrip("\n")).body[0]
+        body.insert(defined[0] + 1, new.with_changes(leading_lines=two_blank_lines()))
+        return updated_node.with_changes(body=body)
+
+
+def _calls_only(stmt: cst.CSTNode, name: str) -> bool:
+    """``stmt`` is ``name(server_args)`` alone (its result unused)."""
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, cst.Call)
+        and dotted(stmt.body[0].value.func) == name
+    )
+
+
+LABEL_DTYPE = "draft-dtype"

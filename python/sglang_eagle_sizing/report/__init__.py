@@ -1,0 +1,602 @@
+"""``sglang-eagle-sizing report``: what every sizing site computes for a drafter/target pair.
+
+Per phase, the width and dtype of every site each worker kind reaches, the bytes of each
+CUDA-graph buffer at SGLang's default server settings, side by side with what pristine 0.5.11
+computes at the same site; sites where 0.5.11 differs are marked. Both columns come from the
+trees' own code (``evaluate.py``): the patched one (the installed tree if patched, else the
+patch applied in memory) and the pristine one (the installed tree if unpatched, else the
+originals ``apply`` saved, else the release wheel from PyPI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from sglang_eagle_sizing import transaction
+from sglang_eagle_sizing.engine import FindingsCache, default_cache_dir
+from sglang_eagle_sizing.families import BEFORE_REFACTOR
+from sglang_eagle_sizing.families.release_0_5_11.sites import (
+    GET_CONFIG_FILES,
+    SITE_FILES,
+    Kind,
+    Phase,
+)
+from sglang_eagle_sizing.patch import check_tree, rewrite_tree
+from sglang_eagle_sizing.report.release_0_5_23 import ReportError, _captured_text, side
+from sglang_eagle_sizing.tree import KNOWN_VERSION, SglangTree, TreeError
+
+HELP = "print the width, dtype and bytes of every sizing site for a drafter/target pair"
+BUNDLED = Path(__file__).resolve().parents[1] / "data" / "llama3.1-8b-instruct__specforge-llama3-8b-eagle3"
+
+#: ServerArgs' cuda_graph_max_bs when it cannot read the GPU's memory.
+DEFAULT_CUDA_GRAPH_MAX_BS = 160
+
+
+@dataclass(frozen=True)
+class Settings:
+    max_bs: int
+    num_steps: int
+    topk: int
+    num_draft_tokens: int
+
+    def describe(self) -> str:
+        return (
+            f"cuda_graph_max_bs={self.max_bs} (ServerArgs' default when GPU memory is unknown), "
+            f"speculative_num_steps={self.num_steps}, speculative_eagle_topk={self.topk}, "
+            f"speculative_num_draft_tokens={self.num_draft_tokens} "
+            "(auto_choose_speculative_params for this target)"
+        )
+
+
+def default_settings(algorithm: str, target) -> Settings:
+    """SGLang's own choice of speculative parameters for this target (0.5.11's
+    ``auto_choose_speculative_params``), and the default CUDA-graph batch size."""
+    from types import SimpleNamespace
+
+    from sglang.srt.server_args import auto_choose_speculative_params
+
+    stand_in = SimpleNamespace(get_model_config=lambda: target, speculative_algorithm=algorithm)
+    num_steps, topk, num_draft_tokens = auto_choose_speculative_params(stand_in)
+    return Settings(DEFAULT_CUDA_GRAPH_MAX_BS, num_steps, topk, num_draft_tokens)
+
+
+def infer_algorithm(draft) -> str:
+    return algorithm_of((draft.hf_config.architectures or [""])[0])
+
+
+def algorithm_of(architecture: str) -> str:
+    """The speculative algorithm a drafter of this architecture serves with."""
+    if "Eagle3" in architecture:
+        return "EAGLE3"
+    if "Eagle" in architecture or "NextN" in architecture or "MTP" in architecture:
+        return "EAGLE"
+    return "STANDALONE"
+
+
+def buffer_rows(site_scope: str, settings: Settings) -> int | None:
+    """Rows of a CUDA-graph hidden-state buffer (None: not a CUDA-graph buffer)."""
+    per_request = settings.num_steps + 1
+    if site_scope == "EAGLEDraftCudaGraphRunner.__init__":
+        return settings.max_bs
+    if site_scope == "EAGLEDraftExtendCudaGraphRunner.__init__":
+        return settings.max_bs * per_request
+    if site_scope == "MultiLayerEagleDraftExtendCudaGraphRunner.init_buffers_and_capture":
+        # one runner per step, step s capturing num_steps + 1 + s tokens per request
+        return sum(settings.max_bs * (per_request + step) for step in range(settings.num_steps))
+    return None
+
+
+def _element_size(dtype: str | None) -> int | None:
+    import torch
+
+    if not dtype or not dtype.startswith("torch."):
+        return None
+    return torch.empty((), dtype=getattr(torch, dtype[len("torch.") :])).element_size()
+
+
+# -- the two trees -------------------------------------------------------------------------
+def _copy_site_files(sources: dict[str, str], into: Path) -> Path:
+    srt = into / "srt"
+    for file, text in sources.items():
+        (srt / file).parent.mkdir(parents=True, exist_ok=True)
+        (srt / file).write_text(text, encoding="utf-8")
+    return srt
+
+
+def report_files(tree: SglangTree) -> tuple[str, ...]:
+    """The site files, and the module defining ``get_config``: the patched one reads a
+    speculators-format drafter (``configs.load_pair``)."""
+    return (*SITE_FILES, *(f for f in GET_CONFIG_FILES if (tree.srt / f).is_file()))
+
+
+def _release_sources(files: tuple[str, ...]) -> dict[str, str]:
+    from sglang_eagle_sizing.wheel import cached_release_wheel
+
+    with zipfile.ZipFile(cached_release_wheel()) as wheel:
+        return {f: wheel.read(f"sglang/srt/{f}").decode("utf-8") for f in files}
+
+
+def tree_sources(tree: SglangTree) -> tuple[dict[str, str], dict[str, str], str]:
+    """(pristine, patched) texts of the site files, and where the pristine ones came from."""
+    report = check_tree(tree, FindingsCache(default_cache_dir()))
+    current = {f: tree.read(f) for f in report_files(tree)}
+    any_routed = any(f.status == "routed" and f.label in ("decode", "extend") for f in report.findings)
+    manifest = transaction.read_manifest(tree)
+    if not any_routed:
+        pristine, origin = current, f"{tree.srt} (not patched)"
+    elif manifest:
+        pristine = {
+            f: transaction.saved_original(tree, tree.key(f)).read_text(encoding="utf-8")
+            if tree.key(f) in manifest
+            else text
+            for f, text in current.items()
+        }
+        origin = f"{transaction.saved_original(tree, '')} (saved by apply)"
+    else:
+        pristine, origin = _release_sources(tuple(current)), f"the sglang {KNOWN_VERSION} release wheel"
+    if report.routed:
+        patched = current
+    else:
+        rewritten = {r.file: r.new_text for r in rewrite_tree(tree).results}
+        patched = {f: rewritten.get(f, text) for f, text in current.items()}
+    return pristine, patched, origin
+
+
+# -- the report ----------------------------------------------------------------------------
+class Trees:
+    """The pristine and patched site files (``report_files``), written to a scratch folder for
+    evaluation; ``patched`` is also what reads a speculators-format drafter (``load_pair``)."""
+
+    def __init__(self, tree: SglangTree):
+        pristine, patched, self.origin = tree_sources(tree)
+        self._scratch = Path(tempfile.mkdtemp(prefix="sglang-eagle-sizing-report-"))
+        self.pristine = _copy_site_files(pristine, self._scratch / "pristine")
+        self.patched = _copy_site_files(patched, self._scratch / "patched")
+
+    def __enter__(self) -> "Trees":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+def build(draft_dir: Path, target_dir: Path, algorithm: str | None, tree: SglangTree) -> dict:
+    from sglang_eagle_sizing.report.configs import load_pair
+
+    with Trees(tree) as trees:
+        pair = load_pair(draft_dir, target_dir, trees.patched)
+        return build_for_pair(pair, algorithm or infer_algorithm(pair.draft), trees)
+
+
+def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    from sglang_eagle_sizing.report.evaluate import evaluate_tree, load_eagle_info, load_spec_info
+
+    settings = default_settings(algorithm, pair.target)
+    patched_info = load_eagle_info(trees.patched)
+    parser = load_spec_info(trees.patched)
+    speculative_algorithm = SpeculativeAlgorithm.from_string(algorithm)
+    patched_info.validate_eagle_draft_config(speculative_algorithm, pair.draft, pair.target)
+    use_aux = parser.parse_eagle_use_aux_hidden_state(
+        speculative_algorithm, pair.draft.hf_config
+    )
+    num_aux = parser.get_eagle_num_aux_hidden_states(pair.draft.hf_config)
+    built = built_pair(pair, algorithm, patched_info)
+    patched_side = {"draft_dtype": str(built.draft.dtype)}
+    pristine_side = {"draft_dtype": str(pair.draft.dtype)}
+    if speculative_algorithm.is_eagle3():
+        # the target refuses, at start-up, an id whose output it cannot capture; the sites
+        # are still reported (the report says so and exits 2)
+        patched_side.update(tree_capture(trees.patched, pair, pair.draft))
+        readable = not any(
+            "the speculators format" in note for note in pair.adaptations
+        )
+        pristine_side.update(
+            tree_capture(trees.pristine, pair, pair.draft if readable else None)
+        )
+    refusal = patched_side.get("refusal")
+    now = evaluate_tree(trees.patched, built, algorithm, settings, use_aux, num_aux)
+    before = evaluate_tree(trees.pristine, pair, algorithm, settings, use_aux, num_aux)
+    old = {(v.worker_kind, v.site.scope, v.occurrence): v for v in before}
+    rows = []
+    for value in now:
+        previous = old.get((value.worker_kind, value.site.scope, value.occurrence))
+        count = buffer_rows(value.site.scope, settings)
+
+        def nbytes(width, dtype):
+            size = _element_size(dtype)
+            return None if count is None or width is None or size is None else count * width * size
+
+        rows.append(
+            {
+                "worker": value.worker_kind,
+                "phase": value.site.phase.value,
+                "file": value.site.file,
+                "site": value.site.scope,
+                "occurrence": value.occurrence,
+                "detail": value.detail,
+                "kind": value.site.kind.value,
+                "width": value.width,
+                "dtype": value.dtype,
+                "buffer_rows": count,
+                "bytes": nbytes(value.width, value.dtype),
+                "rebuilt_by_worker": value.rebuilt_by_worker,
+                "error": value.error,
+                "pristine": None
+                if previous is None
+                else {
+                    "width": previous.width,
+                    "dtype": previous.dtype,
+                    "bytes": nbytes(previous.width, previous.dtype),
+                    "error": previous.error,
+                },
+                "differs_from_pristine": previous is None
+                or (previous.width, previous.dtype) != (value.width, value.dtype),
+            }
+        )
+    return {
+        "family": BEFORE_REFACTOR.name,
+        "algorithm": algorithm,
+        "draft": _describe(pair.draft, pair.draft_path),
+        "target": _describe(pair.target, pair.target_path),
+        "eagle_use_aux_hidden_state": use_aux,
+        "eagle_num_aux_hidden_states": num_aux,
+        # what the patched target refuses at start-up (None: nothing)
+        "refusal": refusal,
+        # each tree's own answer (after_refactor.report.SIDE_KEYS, the same on 0.5.23):
+        # captured_hidden_states are indices into output_hidden_states (0: the embeddings)
+        "patched": side(patched_side),
+        "pristine": side(pristine_side),
+        # the dtype the patched draft TpModelWorker builds the draft model in (--dtype auto)
+        "draft_built_dtype": str(built.draft.dtype),
+        "settings": {
+            "cuda_graph_max_bs": settings.max_bs,
+            "speculative_num_steps": settings.num_steps,
+            "speculative_eagle_topk": settings.topk,
+            "speculative_num_draft_tokens": settings.num_draft_tokens,
+            "described": settings.describe(),
+        },
+        "adaptations": pair.adaptations,
+        "defaults": pair.defaults,
+        "pristine_source": trees.origin,
+        "sites": rows,
+        "pd_disagreements": pd_disagreements(rows),
+    }
+
+
+def _capture_rules():
+    """``capture_rules_probe.py`` by path: the capture-rules table's runner code and
+    stand-in builder, also run by the 0.5.23 report's probe (one implementation)."""
+    import importlib.util
+
+    name = "_sglang_eagle_sizing_capture_rules_probe"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, Path(__file__).resolve().parents[1] / "probes" / "capture_rules_probe.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+def tree_capture(srt: Path, pair, draft) -> dict:
+    """What the tree whose site files are in ``srt`` captures on the target: its
+    ``ModelRunner``'s own EAGLE-3 block (the drafter's config ``draft``, as that tree reads
+    it; None: it cannot) and its ``init_aux_hidden_state_capture``, on a stand-in of the
+    target's class (``capture_standin.py``; the patch changes no target model class, so the
+    installed one is each tree's). ``refusal``: what the block raised."""
+    import ast
+    from types import SimpleNamespace
+
+    from sglang.srt.model_executor import model_runner
+    from sglang.srt.models.registry import ModelRegistry
+
+    from sglang_eagle_sizing.report.evaluate import load_eagle_info, load_spec_info
+
+    if draft is None:
+        return {
+            "refusal": f"{pair.draft_path / 'config.json'}: the speculators format, which "
+            f"SGLang {KNOWN_VERSION} as released does not read"
+        }
+    rules = _capture_rules()
+    path = srt / "model_executor" / "model_runner.py"
+    source = path.read_text(encoding="utf-8")
+    substitutes = {
+        "sglang.srt.speculative.spec_info": load_spec_info(srt),
+        "sglang.srt.speculative.eagle_info": load_eagle_info(srt),
+    }
+    namespace = dict(vars(model_runner))
+    saved = {key: sys.modules.get(key) for key in substitutes}
+    sys.modules.update(substitutes)
+    out: dict = {}
+    try:
+        for node in ast.parse(source).body:  # the module's imports from the tree's own
+            if isinstance(node, ast.ImportFrom) and node.module in substitutes:
+                code = compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec")
+                exec(code, namespace)  # noqa: S102
+        server_args = SimpleNamespace(
+            speculative_draft_model_path=str(pair.draft_path),
+            speculative_draft_model_revision=None,
+        )
+        try:
+            call, passed = rules.runner_0_5_11(
+                source,
+                str(path),
+                namespace,
+                server_args,
+                lambda *a, **k: draft,
+                pair.target,
+            )
+        except ValueError as exc:
+            return {"refusal": str(exc)}
+        out["eagle_use_aux_hidden_state"] = passed["eagle_use_aux_hidden_state"]
+        out["layer_ids"] = passed["eagle_aux_hidden_state_layer_ids"]
+        if not passed["eagle_use_aux_hidden_state"]:
+            return out
+        model_class, _ = ModelRegistry.resolve_model_cls(
+            pair.target.hf_config.architectures
+        )
+        out["target_class"] = model_class.__name__
+        try:
+            out.update(rules.capture_of(model_class, pair.target.hf_config, call))
+        except ValueError as exc:  # the runner's start-up refusal
+            out["refusal"] = " ".join(str(exc).split())
+        except Exception as exc:  # noqa: BLE001
+            # the class's own refusal, or what stopped it
+            out["capture_error"] = rules.standin.one_line(exc)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                sys.modules.pop(key, None)
+            else:
+                sys.modules[key] = value
+    return out
+
+
+def built_pair(pair, algorithm: str, patched_info):
+    """``pair`` with the draft ``ModelConfig`` the patched EAGLE draft worker builds at
+    ``--dtype auto``: the patched tree's own ``set_eagle_draft_dtype`` decides its dtype, on a
+    copy of the draft config. A STANDALONE draft model is built from its own config,
+    unchanged."""
+    import copy
+    import dataclasses
+    from types import SimpleNamespace
+
+    if algorithm == "STANDALONE":
+        return pair
+    server_args = SimpleNamespace(dtype="auto")
+    draft = copy.copy(pair.draft)
+    patched_info.set_eagle_draft_dtype(server_args, draft, pair.target)
+    if server_args.dtype == "auto":
+        return pair
+    return dataclasses.replace(pair, draft=draft)
+
+
+def pd_disagreements(rows: list[dict]) -> list[dict]:
+    """Per worker kind, where 0.5.11's prefill and decode servers gave the PD hidden-state
+    buffer different widths or dtypes: the prefill server writes items of its own length
+    into the decode server's slots."""
+    found = []
+    for kind in dict.fromkeys(r["worker"] for r in rows):
+        sides = {
+            r["detail"]: r
+            for r in rows
+            if r["worker"] == kind and r["kind"] == Kind.METADATA_BUFFER.value
+        }
+        prefill, decode = sides.get("prefill server"), sides.get("decode server")
+        if prefill is None or decode is None or not prefill["pristine"] or not decode["pristine"]:
+            continue
+        old = [(r["pristine"]["width"], r["pristine"]["dtype"]) for r in (prefill, decode)]
+        if old[0] != old[1]:
+            found.append(
+                {
+                    "worker": kind,
+                    "prefill": {"width": old[0][0], "dtype": old[0][1], "item_bytes": _item_bytes(*old[0])},
+                    "decode": {"width": old[1][0], "dtype": old[1][1], "item_bytes": _item_bytes(*old[1])},
+                    "now": {"width": prefill["width"], "dtype": prefill["dtype"]},
+                }
+            )
+    return found
+
+
+def _item_bytes(width, dtype) -> int | None:
+    size = _element_size(dtype)
+    return None if width is None or size is None else width * size
+
+
+def _describe(model_config, path: Path) -> dict:
+    return {
+        "path": str(path),
+        "architecture": (model_config.hf_config.architectures or [""])[0],
+        "hidden_size": model_config.hidden_size,
+        "dtype": str(model_config.dtype),
+    }
+
+
+def _short(dtype: str | None) -> str:
+    return (dtype or "?").replace("torch.", "")
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return "-"
+
+
+def render(report: dict) -> str:
+    lines = [
+        f"EAGLE hidden-state sizes, {report['algorithm']}"
+        f" (eagle_use_aux_hidden_state={report['eagle_use_aux_hidden_state']})",
+        f"  draft   {report['draft']['path']}  {report['draft']['architecture']}, "
+        f"hidden_size {report['draft']['hidden_size']}, {_short(report['draft']['dtype'])}"
+        + _built_in(report),
+        f"  target  {report['target']['path']}  {report['target']['architecture']}, "
+        f"hidden_size {report['target']['hidden_size']}, {_short(report['target']['dtype'])}",
+        f"  settings: {report['settings']['described']}",
+        f"  0.5.11 values from {report['pristine_source']}",
+    ]
+    patched, pristine = report["patched"], report["pristine"]
+    if patched.get("eagle_use_aux_hidden_state"):
+        now, before = _captured_text(patched), _captured_text(pristine)
+        lines.append(
+            f"  target captures hidden states {now} "
+            "(indices into transformers' output_hidden_states, 0: the embeddings)   "
+            + ("0.5.11: same" if now == before else f"0.5.11: ! {before}")
+        )
+    for note in report["adaptations"]:
+        lines.append(f"  adapted: {note}")
+    for note in report.get("defaults", []):
+        lines.append(f"  defaulted: {note}")
+    marked = 0
+    for phase in Phase:
+        rows = [r for r in report["sites"] if r["phase"] == phase.value]
+        lines.append("")
+        lines.append(f"{phase.value} phase ({phase.input_class})")
+        lines.append(
+            f"  {'worker':<15} {'site':<67} {'width':>6} {'dtype':<9} {'buffer':>10}   0.5.11"
+        )
+        for r in rows:
+            if r.get("detail"):
+                site = f"{r['site']} ({r['detail']})"
+            elif r["kind"] != Kind.BUFFER.value and _count(report, r) > 1:
+                site = f"{r['site']} #{r['occurrence'] + 1}"
+            else:
+                site = r["site"]
+            previous = r["pristine"] or {}
+            if r["differs_from_pristine"]:
+                marked += 1
+                old = f"! {previous.get('width')} {_short(previous.get('dtype'))}"
+                if previous.get("bytes") is not None and r["bytes"] is not None:
+                    old += f" ({_size(previous['bytes'])})"
+            else:
+                old = "  same"
+            note = "  (rebuilt by the worker)" if r["rebuilt_by_worker"] else ""
+            lines.append(
+                f"  {r['worker']:<15} {site:<67} {str(r['width']):>6} {_short(r['dtype']):<9} "
+                f"{_size(r['bytes']):>10}   {old}{note}"
+            )
+    for d in report.get("pd_disagreements", []):
+        lines.append("")
+        lines.append(
+            f"! PD ({d['worker']}): 0.5.11's two servers disagreed on the hidden-state buffer: "
+            f"prefill {d['prefill']['width']} {_short(d['prefill']['dtype'])} "
+            f"({d['prefill']['item_bytes']} B per request), decode {d['decode']['width']} "
+            f"{_short(d['decode']['dtype'])} ({d['decode']['item_bytes']} B); the prefill server "
+            f"writes its item into the decode server's slot. Now both "
+            f"{d['now']['width']} {_short(d['now']['dtype'])}."
+        )
+    lines.append("")
+    lines.append(
+        f"{marked} site values differ from 0.5.11 (marked !)" if marked else "0.5.11 computes the same at every site"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _built_in(report: dict) -> str:
+    """What the draft model is built in, when --dtype auto does not keep its config's."""
+    built = report.get("draft_built_dtype")
+    if built is None or built == report["draft"]["dtype"]:
+        return ""
+    return (
+        f"; built in {_short(built)}, the target's dtype (--dtype auto; 0.5.11 built it in "
+        f"{_short(report['draft']['dtype'])})"
+    )
+
+
+def _count(report: dict, row: dict) -> int:
+    return sum(1 for r in report["sites"] if r["site"] == row["site"] and r["worker"] == row["worker"])
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("draft", nargs="?", type=Path, help="drafter config folder (default: the bundled pair)")
+    parser.add_argument("target", nargs="?", type=Path, help="target config folder")
+    parser.add_argument("--algorithm", choices=("EAGLE", "EAGLE3", "STANDALONE"), help="default: from the drafter's architecture")
+    parser.add_argument("--sglang", metavar="PATH", help="the SGLang tree whose code is evaluated (default: the installed sglang)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--disagreements",
+        metavar="DATA_DIR",
+        type=Path,
+        help="print, as Markdown, every config of the pairs under DATA_DIR where 0.5.11's "
+        "sites disagree (the source of docs/disagreements.md)",
+    )
+
+
+def quiet_sglang():
+    """SGLang and transformers log warnings that are noise here (no GPU, no
+    generation_config.json in a config folder); keep errors."""
+    import logging
+    import warnings
+
+    logging.disable(logging.WARNING)
+    warnings.filterwarnings("ignore")
+
+
+def run(args) -> int:
+    from sglang_eagle_sizing.report.configs import ConfigError, precheck
+
+    tree = None
+    if args.sglang is not None:
+        try:
+            tree = SglangTree.locate(args.sglang, allow_untested_version=True)
+        except TreeError as exc:
+            return _error(exc)
+    after_refactor = tree is not None and tree.family is not BEFORE_REFACTOR
+    if args.disagreements is not None:
+        if after_refactor:
+            return _error(
+                f"{tree.describe()}: --disagreements reads SGLang {BEFORE_REFACTOR.name} trees only"
+            )
+        quiet_sglang()
+        from sglang_eagle_sizing.report.disagreements import table
+
+        sys.stdout.write(table(args.disagreements, SglangTree.locate(args.sglang)))
+        return 0
+    if (args.draft is None) != (args.target is None):
+        return _error("give both DRAFT and TARGET folders, or neither")
+    draft = args.draft or BUNDLED / "draft"
+    target = args.target or BUNDLED / "target"
+    try:  # before SGLang is imported (tens of seconds)
+        architecture = precheck(draft)["architectures"][0]
+        precheck(target)
+    except ConfigError as exc:
+        return _error(exc)
+    try:
+        if after_refactor:
+            # each tree evaluated in its own environment (after_refactor/report.py)
+            from sglang_eagle_sizing.families.release_0_5_23 import report as after
+
+            algorithm = args.algorithm or algorithm_of(architecture)
+            report = after.build(draft.resolve(), target.resolve(), algorithm, tree)
+            text = after.render
+        else:
+            quiet_sglang()
+            report = build(draft, target, args.algorithm, SglangTree.locate(args.sglang))
+            text = render
+    except (ConfigError, ValueError, TreeError, ReportError) as exc:
+        return _error(exc)
+    if args.json:  # a refused pair too: each tree's answer, with the refusal in it
+        print(json.dumps(report, indent=2))
+    if report["refusal"] is not None:
+        return _error(report["refusal"])
+    if not args.json:
+        sys.stdout.write(text(report))
+    return 0
+
+
+def _error(message) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
