@@ -539,7 +539,8 @@ def test_a_known_failure_is_expected_only_with_its_own_error():
 
 @pytest.fixture(scope="module")
 def qwen3_moe_target(tmp_path_factory):
-    from sglang_eagle_sizing.smoke.models import TargetSpec, build_target
+    from sglang_eagle_sizing.smoke.models import TargetSpec
+    from sglang_eagle_sizing.smoke.targets import build_target
 
     folder = tmp_path_factory.mktemp("qwen3-moe") / "target"
     return build_target(TargetSpec(architecture="Qwen3MoeForCausalLM", num_layers=4), folder)

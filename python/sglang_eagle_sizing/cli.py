@@ -63,7 +63,7 @@ REFUSALS = (
 #: Commands that live in their own module. Each module defines ``HELP`` (one line),
 #: ``add_arguments(parser)`` and ``run(args) -> int`` (an exit code as above).
 MODULE_COMMANDS = {
-    "report": "sglang_eagle_sizing.report",
+    "report": "sglang_eagle_sizing.report.command",
     "build-wheel": "sglang_eagle_sizing.wheel",
     "pr": "sglang_eagle_sizing.pr",
     "smoke": "sglang_eagle_sizing.smoke",

@@ -32,7 +32,6 @@ from sglang_eagle_sizing.families import (
     is_tested,
     tested_text,
 )
-from sglang_eagle_sizing.families.release_0_5_11.sites import GET_CONFIG_FILES
 
 #: The SGLang release whose sites ``sites.py`` lists (the fork wheel's and the report's base).
 KNOWN_VERSION = BEFORE_REFACTOR.known_version
@@ -353,12 +352,8 @@ class SglangTree:
 
     # -- the files ------------------------------------------------------------------------
     def files(self) -> list[str]:
-        """Files (relative to ``srt/``) the rules read: the site files, plus any other
-        ``speculative/`` module that names a hidden width or an idle input, so that a site
-        upstream adds elsewhere is reported rather than missed."""
-        files = set(self.family.site_files)
-        if self.family is not BEFORE_REFACTOR:
-            return sorted(files)
+        """Files (relative to ``srt/``) the rules read: the family's (``sites.files_in``)."""
+        return self.family.files_in(self.srt, self._text)
         files.update(f for f in GET_CONFIG_FILES if (self.srt / f).is_file())
         for path in sorted((self.srt / "speculative").glob("*.py")):
             relative = f"speculative/{path.name}"

@@ -82,6 +82,12 @@ class Family:
         """Files (relative to ``srt/``) a tree of the family must hold."""
         return self._sites.SITE_FILES
 
+    def files_in(self, srt: Path, read) -> list[str]:
+        """Files (relative to ``srt/``) the rules read in a tree: ``sites.files_in`` where the
+        family has it (``read(path)``: a file's text), else its site files."""
+        files_in = getattr(self._sites, "files_in", None)
+        return files_in(srt, read) if files_in is not None else sorted(self.site_files)
+
     @property
     def sites(self) -> tuple:
         """The sizing sites ``check`` must find (any not found is reported)."""

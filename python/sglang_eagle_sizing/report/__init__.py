@@ -10,8 +10,6 @@ originals ``apply`` saved, else the release wheel from PyPI).
 
 from __future__ import annotations
 
-import argparse
-import json
 import shutil
 import sys
 import tempfile
@@ -29,10 +27,9 @@ from sglang_eagle_sizing.families.release_0_5_11.sites import (
     Phase,
 )
 from sglang_eagle_sizing.patch import check_tree, rewrite_tree
-from sglang_eagle_sizing.report.release_0_5_23 import ReportError, _captured_text, side
-from sglang_eagle_sizing.tree import KNOWN_VERSION, SglangTree, TreeError
+from sglang_eagle_sizing.report.release_0_5_23 import captured_text, side
+from sglang_eagle_sizing.tree import KNOWN_VERSION, SglangTree
 
-HELP = "print the width, dtype and bytes of every sizing site for a drafter/target pair"
 BUNDLED = Path(__file__).resolve().parents[1] / "data" / "llama3.1-8b-instruct__specforge-llama3-8b-eagle3"
 
 #: ServerArgs' cuda_graph_max_bs when it cannot read the GPU's memory.
@@ -450,7 +447,7 @@ def render(report: dict) -> str:
     ]
     patched, pristine = report["patched"], report["pristine"]
     if patched.get("eagle_use_aux_hidden_state"):
-        now, before = _captured_text(patched), _captured_text(pristine)
+        now, before = captured_text(patched), captured_text(pristine)
         lines.append(
             f"  target captures hidden states {now} "
             "(indices into transformers' output_hidden_states, 0: the embeddings)   "
@@ -520,21 +517,6 @@ def _count(report: dict, row: dict) -> int:
     return sum(1 for r in report["sites"] if r["site"] == row["site"] and r["worker"] == row["worker"])
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("draft", nargs="?", type=Path, help="drafter config folder (default: the bundled pair)")
-    parser.add_argument("target", nargs="?", type=Path, help="target config folder")
-    parser.add_argument("--algorithm", choices=("EAGLE", "EAGLE3", "STANDALONE"), help="default: from the drafter's architecture")
-    parser.add_argument("--sglang", metavar="PATH", help="the SGLang tree whose code is evaluated (default: the installed sglang)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument(
-        "--disagreements",
-        metavar="DATA_DIR",
-        type=Path,
-        help="print, as Markdown, every config of the pairs under DATA_DIR where 0.5.11's "
-        "sites disagree (the source of docs/disagreements.md)",
-    )
-
-
 def quiet_sglang():
     """SGLang and transformers log warnings that are noise here (no GPU, no
     generation_config.json in a config folder); keep errors."""
@@ -543,60 +525,3 @@ def quiet_sglang():
 
     logging.disable(logging.WARNING)
     warnings.filterwarnings("ignore")
-
-
-def run(args) -> int:
-    from sglang_eagle_sizing.report.configs import ConfigError, precheck
-
-    tree = None
-    if args.sglang is not None:
-        try:
-            tree = SglangTree.locate(args.sglang, allow_untested_version=True)
-        except TreeError as exc:
-            return _error(exc)
-    after_refactor = tree is not None and tree.family is not BEFORE_REFACTOR
-    if args.disagreements is not None:
-        if after_refactor:
-            return _error(
-                f"{tree.describe()}: --disagreements reads SGLang {BEFORE_REFACTOR.name} trees only"
-            )
-        quiet_sglang()
-        from sglang_eagle_sizing.report.disagreements import table
-
-        sys.stdout.write(table(args.disagreements, SglangTree.locate(args.sglang)))
-        return 0
-    if (args.draft is None) != (args.target is None):
-        return _error("give both DRAFT and TARGET folders, or neither")
-    draft = args.draft or BUNDLED / "draft"
-    target = args.target or BUNDLED / "target"
-    try:  # before SGLang is imported (tens of seconds)
-        architecture = precheck(draft)["architectures"][0]
-        precheck(target)
-    except ConfigError as exc:
-        return _error(exc)
-    try:
-        if after_refactor:
-            # each tree evaluated in its own environment (after_refactor/report.py)
-            from sglang_eagle_sizing.families.release_0_5_23 import report as after
-
-            algorithm = args.algorithm or algorithm_of(architecture)
-            report = after.build(draft.resolve(), target.resolve(), algorithm, tree)
-            text = after.render
-        else:
-            quiet_sglang()
-            report = build(draft, target, args.algorithm, SglangTree.locate(args.sglang))
-            text = render
-    except (ConfigError, ValueError, TreeError, ReportError) as exc:
-        return _error(exc)
-    if args.json:  # a refused pair too: each tree's answer, with the refusal in it
-        print(json.dumps(report, indent=2))
-    if report["refusal"] is not None:
-        return _error(report["refusal"])
-    if not args.json:
-        sys.stdout.write(text(report))
-    return 0
-
-
-def _error(message) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2

@@ -253,8 +253,8 @@ def render(report: dict) -> str:
         lines.append(
             _line(
                 "target captures hidden states",
-                _captured_text(patched),
-                _captured_text(pristine),
+                captured_text(patched),
+                captured_text(pristine),
                 version,
             )
             + "   (indices into transformers' output_hidden_states, 0: the embeddings)"
@@ -285,7 +285,7 @@ def render(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _captured_text(result: dict) -> str:
+def captured_text(result: dict) -> str:
     if result.get("capture_error"):
         return f"{result.get('target_class')} raises {result['capture_error']}"
     return str(result.get("captured_hidden_states"))

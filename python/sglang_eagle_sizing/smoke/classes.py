@@ -23,13 +23,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-#: architecture -> model_type
-MODEL_TYPES = {
-    "Qwen3MoeForCausalLM": "qwen3_moe",
-    "DeepseekV3ForCausalLM": "deepseek_v3",
-    "GptOssForCausalLM": "gpt_oss",
-    "Gemma3ForCausalLM": "gemma3_text",
-}
+from sglang_eagle_sizing.smoke.models import MODEL_TYPES
+
 #: transformers' random layers (std 0.02) times this
 LAYER_SCALE = 4.0
 

@@ -83,6 +83,15 @@ def _save(folder: Path, config: dict, tensors: dict[str, torch.Tensor]) -> Path:
     return folder
 
 
+#: architecture -> model_type
+MODEL_TYPES = {
+    "Qwen3MoeForCausalLM": "qwen3_moe",
+    "DeepseekV3ForCausalLM": "deepseek_v3",
+    "GptOssForCausalLM": "gpt_oss",
+    "Gemma3ForCausalLM": "gemma3_text",
+}
+
+
 @dataclass(frozen=True)
 class TargetSpec:
     """A tiny dense target: ``architecture`` is LlamaForCausalLM, Qwen2ForCausalLM or
@@ -103,8 +112,6 @@ class TargetSpec:
 
     @property
     def model_type(self) -> str:
-        from sglang_eagle_sizing.smoke.classes import MODEL_TYPES
-
         return {
             "LlamaForCausalLM": "llama",
             "Qwen2ForCausalLM": "qwen2",
@@ -117,8 +124,6 @@ class TargetSpec:
     def own_class(self) -> bool:
         """A class with its own capture rule or architecture (``classes.py``), built by
         transformers."""
-        from sglang_eagle_sizing.smoke.classes import MODEL_TYPES
-
         return self.architecture in MODEL_TYPES
 
     @property
@@ -373,17 +378,15 @@ def layered_target_tensors(spec: TargetSpec) -> dict[str, torch.Tensor]:
 
 
 def build_target(spec: TargetSpec, folder: Path) -> Path:
+    """Build the tiny Llama, Qwen2/3 or Step-3.5 target ``spec`` describes in ``folder`` (a
+    class of its own, ``spec.own_class``: ``targets.build_target``)."""
     if spec.config_only:
         folder.mkdir(parents=True, exist_ok=True)
         write_tokenizer(folder, VOCAB)
         (folder / "config.json").write_text(json.dumps(step3p5_config(spec), indent=2) + "\n")
         return folder
     if spec.own_class:
-        from sglang_eagle_sizing.smoke.classes import build_class_target
-
-        if spec.craft != "shift":
-            raise ValueError(f"{spec.architecture}: only the shift craft")
-        return build_class_target(spec, folder)
+        raise ValueError(f"{spec.architecture}: built by classes.build_class_target")
     if spec.craft == "layers":
         return _save(folder, target_config(spec), layered_target_tensors(spec))
     return _save(folder, target_config(spec), target_tensors(spec))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sglang_eagle_sizing.families import BEFORE_REFACTOR
 from sglang_eagle_sizing.families.release_0_5_11 import sites as site_list
-from sglang_eagle_sizing.smoke import models
+from sglang_eagle_sizing.smoke import models, targets
 from sglang_eagle_sizing.smoke.cases import Batch, Case
 from sglang_eagle_sizing.smoke.server import (
     Server,
@@ -63,7 +63,7 @@ class Models:
     def target(self, spec: models.TargetSpec) -> Path:
         path = self.folder / f"target-{_key(spec)}{_class_key(spec)}"
         if not (path / ("config.json" if spec.config_only else "model.safetensors")).exists():
-            models.build_target(spec, path)
+            targets.build_target(spec, path)
         return path
 
     def drafter(self, spec: models.DrafterSpec, target: models.TargetSpec) -> Path:

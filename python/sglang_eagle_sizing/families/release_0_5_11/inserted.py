@@ -23,6 +23,12 @@ checks that.
 
 import re
 
+from sglang_eagle_sizing.shared import (  # noqa: F401 (inserted by both families)
+    AUTO_CONFIG_CALL,
+    NORM_BEFORE_RESIDUAL,
+    SPECULATORS_CONFIG_FUNCTIONS,
+)
+
 ROUTING_HELPERS = '''
 def get_draft_runner(worker):
     """Return the draft model runner of an EAGLE worker.

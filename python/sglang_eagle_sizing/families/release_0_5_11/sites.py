@@ -11,7 +11,9 @@ Paths are relative to the ``sglang/srt`` folder.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from sglang_eagle_sizing.families.release_0_5_11.concerns import (
     DRAFTER_FC,
@@ -290,3 +292,19 @@ def test_files(files: dict[str, bytes]) -> dict[str, bytes]:
     from sglang_eagle_sizing.families.release_0_5_11 import fork_test_slices
 
     return fork_test_slices.test_files(files)
+
+
+def files_in(srt: Path, read: Callable[[Path], str]) -> list[str]:
+    """Files (relative to ``srt/``) the rules read: the site files, ``get_config``'s module,
+    plus any other ``speculative/`` module that names a hidden width or an idle input, so
+    that a site upstream adds elsewhere is reported rather than missed."""
+    files = set(SITE_FILES)
+    files.update(f for f in GET_CONFIG_FILES if (srt / f).is_file())
+    for path in sorted((srt / "speculative").glob("*.py")):
+        relative = f"speculative/{path.name}"
+        if relative in files:
+            continue
+        text = read(path)
+        if "hidden_size" in text or "create_idle_input" in text:
+            files.add(relative)
+    return sorted(files)
