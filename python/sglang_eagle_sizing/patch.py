@@ -32,12 +32,7 @@ from sglang_eagle_sizing.engine import (
     tool_fingerprint,
     unified_diff,
 )
-from sglang_eagle_sizing.families import BEFORE_REFACTOR, FAMILIES, Family
-from sglang_eagle_sizing.families.release_0_5_11.rules.contract import (
-    MODEL_CONFIG,
-    release_model_config,
-)
-from sglang_eagle_sizing.families.release_0_5_11.sites import Site
+from sglang_eagle_sizing.families import BEFORE_REFACTOR, Family, family_named
 from sglang_eagle_sizing.syntax import line_length
 from sglang_eagle_sizing.transaction import FileChange
 from sglang_eagle_sizing.tree import SglangTree, TreeError
@@ -69,7 +64,7 @@ class TreeReport:
     tree: SglangTree
     findings: list[Finding] = field(default_factory=list)
     #: inventory sites the tree does not hold (another version, or edited by hand)
-    missing: list[Site] = field(default_factory=list)
+    missing: list = field(default_factory=list)
     #: the rewritten files (empty for ``check``)
     results: list[FileResult] = field(default_factory=list)
     #: the fork's test files the checkout lacks: ``{path from the root: bytes}``
@@ -142,7 +137,7 @@ class TreeReport:
         return text
 
 
-def _missing(findings: list[Finding], family: Family) -> list[Site]:
+def _missing(findings: list[Finding], family: Family) -> list:
     seen = {(f.file, f.scope) for f in findings if f.label in SITE_LABELS}
     return [site for site in family.sites if site.key not in seen]
 
@@ -166,16 +161,18 @@ def collect_tests(report: TreeReport) -> None:
 
 
 def _release_text(tree: SglangTree) -> str | None:
-    """What the rules write depends on of the release besides the files they rewrite: its
-    ``configs/model_config.py`` (None: not read)."""
+    """What the rules write depends on of the release besides the files they rewrite: the
+    text of its family's ``release_file`` (None: none, or not read)."""
+    if tree.family.release_file is None:
+        return None
     try:
-        return tree.read(MODEL_CONFIG)
+        return tree.read(tree.family.release_file)
     except (OSError, TreeError):
         return None
 
 
 def _release(tree: SglangTree):
-    return release_model_config(_release_text(tree))
+    return tree.family.release(_release_text(tree))
 
 
 def check_tree(tree: SglangTree, cache: FindingsCache | None = None) -> TreeReport:
@@ -244,12 +241,12 @@ def _rewrite_one(job: tuple[str, str, tuple]):
     """A file's ``FileResult`` with the concerns the rules asked about (``concerns.recording``),
     or the ``RewriteError`` it raised as (file, line, reason) (an exception with its own
     ``__init__`` does not cross processes). ``job``: the file, its text, and (line length,
-    concerns, the release's model_config.py, the release family) to rewrite it with."""
+    concerns, the text of the family's release file, the family) to rewrite it with."""
     file, text, (length, enabled_now, release, family_name) = job
-    (family,) = [f for f in FAMILIES if f.name == family_name]
+    family = family_named(family_name)
     with contextlib.ExitStack() as stack:
         stack.enter_context(line_length(length))
-        stack.enter_context(release_model_config(release))
+        stack.enter_context(family.release(release))
         if enabled_now is not None:
             stack.enter_context(concerns.only(enabled_now))
         try:

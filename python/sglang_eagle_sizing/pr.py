@@ -5,7 +5,7 @@ With ``--series DIR``: one ``git format-patch`` file per concern (``series.patch
 ``git am --keep-non-patch DIR/*.patch`` applies in order on a git checkout of the release,
 leaving the tree ``apply`` writes but for the GPU end-to-end test file, which has never run
 and comes only with ``--with-gpu-test`` (as the last patch). Without ``--series``: the same
-descriptions as one cover letter (the table of sites generated from ``sites.SITES`` and the
+descriptions as one cover letter (the table of sites generated from the family's ``sites.SITES`` and the
 lines the rules find, and the files the change touches with their line counts) that fits a
 pull request's description (under ``COVER_LIMIT`` characters: GitHub takes 65,536); the
 diff itself is in the patches, or appended with ``--diff``. On a checkout already patched,
@@ -25,7 +25,6 @@ from pathlib import Path
 from sglang_eagle_sizing import concerns, series
 from sglang_eagle_sizing.engine import Finding, FindingsCache, default_cache_dir
 from sglang_eagle_sizing.families import BEFORE_REFACTOR
-from sglang_eagle_sizing.families.release_0_5_11.sites import SITES, Site
 from sglang_eagle_sizing.patch import SITE_LABELS, TreeReport, check_tree, rewrite_tree
 from sglang_eagle_sizing.tree import TreeError, display
 
@@ -195,7 +194,8 @@ def _fenced(text: str, language: str) -> str:
 
 @dataclass(frozen=True)
 class SiteChange:
-    site: Site
+    #: a site of the family's list (``sites.SITES``)
+    site: object
     lines: tuple[int, ...]
 
     @property
@@ -208,9 +208,9 @@ def configs_for(file: str) -> str:
     return "; ".join(found) or "configs that load this file"
 
 
-def site_changes(findings: list[Finding]) -> list[SiteChange]:
+def site_changes(findings: list[Finding], sites: tuple) -> list[SiteChange]:
     changes = []
-    for site in SITES:
+    for site in sites:
         lines = sorted(
             f.line
             for f in findings
@@ -307,7 +307,8 @@ def pull_request(tree, gpu_test: bool = False, with_diff: bool = False) -> str:
         raise PrError(f"{display(tree.srt)}: nothing to change")
     if tree.family is not BEFORE_REFACTOR:
         return _after_refactor_pull_request(report, written, with_diff)
-    changes = site_changes(check_tree(release, FindingsCache(default_cache_dir())).findings)
+    findings = check_tree(release, FindingsCache(default_cache_dir())).findings
+    changes = site_changes(findings, tree.family.sites)
     files = {c.site.file for c in changes}
     sections = [
         [f"# {TITLE}", ""],

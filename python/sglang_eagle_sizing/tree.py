@@ -354,15 +354,6 @@ class SglangTree:
     def files(self) -> list[str]:
         """Files (relative to ``srt/``) the rules read: the family's (``sites.files_in``)."""
         return self.family.files_in(self.srt, self._text)
-        files.update(f for f in GET_CONFIG_FILES if (self.srt / f).is_file())
-        for path in sorted((self.srt / "speculative").glob("*.py")):
-            relative = f"speculative/{path.name}"
-            if relative in files:
-                continue
-            text = self._text(path)
-            if "hidden_size" in text or "create_idle_input" in text:
-                files.add(relative)
-        return sorted(files)
 
     def formatter_line_length(self) -> int | None:
         """The line length the fork's formatter uses: ``[tool.black] line-length``, else

@@ -27,13 +27,11 @@ family is adding its folder and its line in ``FAMILIES`` (``docs/design.md`` has
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-
-_HERE = Path(__file__).resolve().parent
-
 
 @dataclass(frozen=True)
 class Family:
@@ -59,7 +57,7 @@ class Family:
 
     @property
     def folder(self) -> Path:
-        return _HERE / self.folder_name
+        return Path(importlib.import_module(self.module).__file__).resolve().parent
 
     def _import(self, name: str):
         return importlib.import_module(f"{self.module}.{name}")
@@ -87,6 +85,18 @@ class Family:
         family has it (``read(path)``: a file's text), else its site files."""
         files_in = getattr(self._sites, "files_in", None)
         return files_in(srt, read) if files_in is not None else sorted(self.site_files)
+
+    @property
+    def release_file(self) -> str | None:
+        """A file of the release (relative to ``srt/``) besides those the rules rewrite whose
+        text decides what they write (``sites.RELEASE_FILE``; None: none)."""
+        return getattr(self._sites, "RELEASE_FILE", None)
+
+    def release(self, text: str | None):
+        """Within the block, the rules write for a release whose ``release_file`` reads
+        ``text`` (``rules.for_release``)."""
+        for_release = getattr(self._import("rules"), "for_release", None)
+        return for_release(text) if for_release is not None else contextlib.nullcontext()
 
     @property
     def sites(self) -> tuple:
@@ -152,6 +162,12 @@ AFTER_REFACTOR = Family(
     last_release=(999,),
 )
 FAMILIES = (BEFORE_REFACTOR, AFTER_REFACTOR)
+
+
+def family_named(name: str) -> Family:
+    """The family whose ``name`` is ``name``."""
+    (family,) = [f for f in FAMILIES if f.name == name]
+    return family
 
 
 def _release(number: str) -> tuple[int, ...] | None:

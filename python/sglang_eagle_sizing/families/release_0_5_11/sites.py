@@ -282,6 +282,10 @@ SITE_FILES = tuple(
     )
 )
 
+#: The release's own file whose text decides what the contract reads (``ModelConfig`` has
+#: ``spec_hidden_size`` or not: ``rules/contract.py``'s ``release_model_config``).
+RELEASE_FILE = "configs/model_config.py"
+
 #: Where ``get_config`` reads a model's config (``rules/speculators_format.py``): its own
 #: module from 0.5.11, ``hf_transformers_utils.py`` before. Read when present.
 GET_CONFIG_FILES = ("utils/hf_transformers/config.py", "utils/hf_transformers_utils.py")

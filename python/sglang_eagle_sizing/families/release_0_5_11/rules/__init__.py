@@ -1,13 +1,16 @@
 """The rewrite rules of SGLang 0.5.9-0.5.11, one concern each, in the order ``apply`` chains
-them. SGLang 0.5.23's are in ``after_refactor/rules.py`` (``families.py`` says which tree
-takes which); the target-capture rule's loop serves both (``target_capture.CaptureTryRule``).
+them (``RULES``). The import rule runs last: it imports what the others introduced.
 
-The import rule runs last: it imports what the others introduced.
+``for_release``: the contract reads ``ModelConfig.spec_hidden_size`` where the release has it
+(0.5.10+), else a helper it inserts (``rules/contract.py``).
 """
 
 from sglang_eagle_sizing.families.release_0_5_11.rules.annotations import TypeCheckingAnnotationRule
 from sglang_eagle_sizing.families.release_0_5_11.rules.aux_flag import AuxFlagRule
-from sglang_eagle_sizing.families.release_0_5_11.rules.contract import ContractRule
+from sglang_eagle_sizing.families.release_0_5_11.rules.contract import (
+    ContractRule,
+    release_model_config,
+)
 from sglang_eagle_sizing.families.release_0_5_11.rules.disaggregation import MetadataBufferRule
 from sglang_eagle_sizing.families.release_0_5_11.rules.draft_metadata import DraftMetadataRule
 from sglang_eagle_sizing.families.release_0_5_11.rules.draft_model_config import (
@@ -30,6 +33,8 @@ from sglang_eagle_sizing.families.release_0_5_11.rules.speculators_format import
     SpeculatorsWeightNamesRule,
 )
 from sglang_eagle_sizing.families.release_0_5_11.rules.target_capture import TargetCaptureRule
+
+for_release = release_model_config
 
 RULES = (
     ParserRule,

@@ -36,8 +36,6 @@ _HAS_SPEC_HIDDEN_SIZE: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "has_spec_hidden_size", default=True
 )
 
-MODEL_CONFIG = "configs/model_config.py"
-
 
 @contextlib.contextmanager
 def release_model_config(model_config_text: str | None) -> Iterator[None]:
