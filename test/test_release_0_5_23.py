@@ -13,7 +13,6 @@ import os
 import re
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,6 @@ from conftest import tree_digest
 from sglang_eagle_sizing import concerns, families
 from sglang_eagle_sizing.after_refactor import sites
 from sglang_eagle_sizing.tree import SglangTree
-from sglang_eagle_sizing.wheel import cached_release_wheel
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -47,15 +45,6 @@ UNIT_TESTS = [f for f in TEST_FILES if f.rsplit("/", 1)[-1].startswith("test_")]
 def digest(fork: Path) -> dict[str, str]:
     """Every file's digest but git's own (git may pack or gc in between)."""
     return {k: v for k, v in tree_digest(fork).items() if not k.startswith(".git/")}
-
-
-@pytest.fixture(scope="session")
-def release_0_5_23(tmp_path_factory) -> Path:
-    """The 0.5.23 wheel's ``sglang`` package, unpacked once."""
-    folder = tmp_path_factory.mktemp("release-0.5.23")
-    with zipfile.ZipFile(cached_release_wheel("0.5.23")) as wheel:
-        wheel.extractall(folder, [n for n in wheel.namelist() if n.startswith("sglang/")])
-    return folder / "sglang"
 
 
 @pytest.fixture
