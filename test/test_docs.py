@@ -6,6 +6,7 @@ this repository they name in their text exists."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import yaml
 from conftest import REPO, STAND_IN_TESTS
@@ -77,11 +78,13 @@ DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 #: a Markdown link's target: ``[text](target)``
 LINK = re.compile(r"\]\(([^()\s]+)\)")
 #: a path of this repository named in the text: ``docs/smoke.md``, ``scripts/series_table.py``
-MENTION = re.compile(r"(?<![\w/.$<-])((?:docs|scripts|benchmark)/[\w./-]*\w\.(?:md|py|sh))\b")
+MENTION = re.compile(
+    r"(?<![\w/.$<-])((?:docs|scripts|benchmark)/[\w./-]*\w\.(?:md|py|sh))\b"
+)
 
 
 def anchors(document: Path) -> set[str]:
-    """The anchors GitHub gives the headings of ``document`` (a repeated one gets ``-1``, ...)."""
+    """The anchors GitHub gives the headings of ``document`` (a repeated one: ``-1``, ...)."""
     found: set[str] = set()
     fenced = False
     for line in document.read_text().splitlines():
@@ -89,7 +92,8 @@ def anchors(document: Path) -> set[str]:
             fenced = not fenced
         if fenced or not re.match(r"#{1,6} ", line):
             continue
-        slug = re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+        heading = line.lstrip("#").strip().lower()
+        slug = re.sub(r"[^\w\- ]", "", heading).replace(" ", "-")
         anchor, n = slug, 0
         while anchor in found:
             n += 1
