@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run every benchmark and print its figures (see docs/benchmarks.md for recorded results).
+# Run every benchmark and print its figures (recorded results: docs/development/benchmarks.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}

@@ -1,9 +1,9 @@
-"""Generate docs/capture-rules.md: which hidden states each SGLang model class that defines
-``set_eagle3_layers_to_capture`` captures for an EAGLE-3 drafter, per release family,
-released tree beside patched tree, computed by calling each class's own method
+"""Generate docs/development/capture-rules.md: which hidden states each SGLang model class
+that defines ``set_eagle3_layers_to_capture`` captures for an EAGLE-3 drafter, per release
+family, released tree beside patched tree, computed by calling each class's own method
 (``python/sglang_eagle_sizing/probes/capture_rules_probe.py``, run in the family's environment).
 
-    .venv/bin/python scripts/capture_rules_table.py [--out docs/capture-rules.md]
+    .venv/bin/python scripts/capture_rules_table.py [--out docs/development/capture-rules.md]
     .venv/bin/python scripts/capture_rules_table.py --json --family 0.5.23 --only llama ...
 """
 
@@ -302,7 +302,9 @@ def render(families: dict, num_layers: int, timings: dict) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=REPO / "docs/capture-rules.md")
+    parser.add_argument(
+        "--out", type=Path, default=REPO / "docs" / "development" / "capture-rules.md"
+    )
     parser.add_argument("--family", action="append", choices=sorted(ENVIRONMENTS))
     parser.add_argument(
         "--only", nargs="*", default=[], help="model files (stems) to probe"

@@ -4,8 +4,9 @@
 
 CI (``.venv/bin/python -m pytest``) strikes, for each kind of write point (the primitive and
 what it writes), its first and its last call: about a fifth to a quarter of the points (see
-docs/robustness.md). This runs the same tests with ``SGLANG_EAGLE_SIZING_FAULTS=every``:
-about 4 times the sample's strikes (1375 s against 730 s on the shared machine, docs/robustness.md).
+docs/development/robustness-tests.md). This runs the same tests with
+``SGLANG_EAGLE_SIZING_FAULTS=every``: about 4 times the sample's strikes (1375 s against 730 s
+on the shared machine, docs/development/robustness-tests.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Run ``sglang-eagle-sizing report --json`` on every drafter/target pair kept here
 (test/data/*/ and /work/shared/drafters/*/, identical pairs run once) on both release families,
-and write docs/report-all-pairs.md: what each tree captures for the pair, and whether the report
-answered (a refusal is an answer: the pair's JSON with the tree's reason, exit 2; a failure is
-no JSON at all).
+and write docs/development/report-all-pairs.md: what each tree captures for the pair, and
+whether the report answered (a refusal is an answer: the pair's JSON with the tree's reason,
+exit 2; a failure is no JSON at all).
 
     .venv/bin/python scripts/report_all_pairs.py [--family 0.5.23] [--only NAME ...] [--json]
 """
@@ -155,7 +155,9 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--json", action="store_true", help="print the runs, write nothing"
     )
-    parser.add_argument("--out", type=Path, default=REPO / "docs/report-all-pairs.md")
+    parser.add_argument(
+        "--out", type=Path, default=REPO / "docs" / "development" / "report-all-pairs.md"
+    )
     args = parser.parse_args(argv)
     sources = pairs()
     runs = []

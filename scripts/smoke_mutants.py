@@ -8,9 +8,9 @@
 a site put back to 0.5.11's call, or a rule of the contract broken) is served in its case from
 a patched copy of the release with that one file changed, and is caught when the server
 crashes, or serves other tokens or another accept length than the patched tree did in the
-saved run. Prints a Markdown table (docs/smoke.md has it). Without ``--mutant``: the
-idle-input mutants on the DP-attention cases, with the narrow drafter and without it. About
-a minute a mutant on two idle cores (two ranks). CI serves four mutants (test/test_smoke.py);
+saved run. Prints a Markdown table (docs/development/smoke-internals.md has it). Without
+``--mutant``: the idle-input mutants on the DP-attention cases, with the narrow drafter and
+without it. About a minute a mutant on two idle cores (two ranks). CI serves four mutants (test/test_smoke.py);
 this script is for the table.
 """
 

@@ -1,5 +1,5 @@
-"""Print the oracle tables of docs/speculators-oracle.md: the patched SGLang 0.5.11's EAGLE-3
-drafter forward against the ``speculators`` library's own ``Eagle3DraftModel`` forward, per
+"""Print the oracle tables of docs/development/speculators-oracle.md: the patched SGLang
+0.5.11's EAGLE-3 drafter forward against the ``speculators`` library's own ``Eagle3DraftModel`` forward, per
 norm variant and aux-layer count (largest absolute differences of the logits and of the hidden
 states carried to the next draft step); which cases catch each mutant; and 0.5.11 as released
 on the same checkpoints.

@@ -139,6 +139,15 @@ def make_checkout(package: Path, target: Path, tag: str | None = "v0.5.11") -> P
 
 
 @pytest.fixture(scope="session")
+def release_0_5_23(tmp_path_factory) -> Path:
+    """The 0.5.23 wheel's ``sglang`` package, unpacked once. Do not modify."""
+    folder = tmp_path_factory.mktemp("release-0.5.23")
+    with zipfile.ZipFile(cached_release_wheel("0.5.23")) as wheel:
+        wheel.extractall(folder, [n for n in wheel.namelist() if n.startswith("sglang/")])
+    return folder / "sglang"
+
+
+@pytest.fixture(scope="session")
 def checkout_source(pristine, tmp_path_factory) -> Path:
     """A git checkout of 0.5.11 (the whole package from the wheel), tagged v0.5.11. Do not
     modify: copy it (``checkout``)."""

@@ -1,9 +1,12 @@
 """The documentation says what the code does: docs/shipping.md's list of the files that
-trigger the pre-commit hook agrees with the ``files`` pattern of .pre-commit-hooks.yaml."""
+trigger the pre-commit hook agrees with the ``files`` pattern of .pre-commit-hooks.yaml; and
+every relative link of the README and docs/ (a file, and a heading in it) and every path of
+this repository they name in their text exists."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import yaml
 from conftest import REPO, STAND_IN_TESTS
@@ -68,3 +71,58 @@ def test_the_pattern_has_no_alternative_the_list_lacks():
         for option in options:
             path = "python/sglang/srt/" + option.replace("\\.", ".")
             assert covered(path, entries), path
+
+
+#: the README and every document under docs/ (docs/development/ included)
+DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+#: a Markdown link's target: ``[text](target)``
+LINK = re.compile(r"\]\(([^()\s]+)\)")
+#: a path of this repository named in the text: ``docs/smoke.md``, ``scripts/series_table.py``
+MENTION = re.compile(
+    r"(?<![\w/.$<-])((?:docs|scripts|benchmark)/[\w./-]*\w\.(?:md|py|sh))\b"
+)
+
+
+def anchors(document: Path) -> set[str]:
+    """The anchors GitHub gives the headings of ``document`` (a repeated one: ``-1``, ...)."""
+    found: set[str] = set()
+    fenced = False
+    for line in document.read_text().splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        if fenced or not re.match(r"#{1,6} ", line):
+            continue
+        heading = line.lstrip("#").strip().lower()
+        slug = re.sub(r"[^\w\- ]", "", heading).replace(" ", "-")
+        anchor, n = slug, 0
+        while anchor in found:
+            n += 1
+            anchor = f"{slug}-{n}"
+        found.add(anchor)
+    return found
+
+
+def test_every_relative_link_of_the_docs_resolves():
+    broken = []
+    for document in DOCUMENTS:
+        for target in LINK.findall(document.read_text()):
+            if re.match(r"[a-z]+:", target):  # https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (document.parent / path).resolve() if path else document
+            name = f"{document.relative_to(REPO)}: ({target})"
+            if not linked.exists():
+                broken.append(f"{name}: no such file")
+            elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+                broken.append(f"{name}: no heading #{anchor} in {linked.name}")
+    assert broken == [], "\n".join(broken)
+
+
+def test_every_path_the_docs_name_exists():
+    """A document, script or benchmark named in the text (``docs/smoke.md``), from the root."""
+    missing = []
+    for document in DOCUMENTS:
+        for path in sorted(set(MENTION.findall(document.read_text()))):
+            if not (REPO / path).exists():
+                missing.append(f"{document.relative_to(REPO)}: {path}")
+    assert missing == [], "\n".join(missing)

@@ -14,7 +14,8 @@ its last call. The copies of one file are written by the same code as those of t
 the sample keeps every kind and every boundary between the transaction's phases (the last
 staged copy, the journal, the first and the last file of the tree, the manifest) while
 striking about a fifth to a quarter of the points. ``scripts/faults_every_point.py`` strikes every point
-(``SGLANG_EAGLE_SIZING_FAULTS=every``); docs/robustness.md says what each run covers.
+(``SGLANG_EAGLE_SIZING_FAULTS=every``); docs/development/robustness-tests.md says what each
+run covers.
 
 Each test runs on both layouts: a package folder (state in ``<sglang>/.eagle-sizing-backup``)
 and a fork's git checkout (state under ``.git/``, and ``apply`` adds stand-in fork test files,

@@ -1,16 +1,19 @@
 """Every message names a file one way, from where the command runs (errors raised while a rule
-rewrites included), and a refusal points to help the fork maintainer has: the tool's own
-``--help``, never a document of this repository."""
+rewrites included), a refusal points to help the fork maintainer has: the tool's own
+``--help``, never a document of this repository; and each message says what is true of the
+tree in front of it, of either release family (0.5.23 has no sizing site of ours)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import re
 
 import pytest
-from conftest import run_cli
+from conftest import make_checkout, run_cli
 from sglang_eagle_sizing.cli import REFUSAL_HELP, REFUSALS
 from sglang_eagle_sizing.cli import main as cli_main
+from sglang_eagle_sizing.families import FAMILIES
 
 WORKER = "sglang/srt/speculative/eagle_worker.py"
 IDLE = "            batch.spec_info = EagleDraftInput.create_idle_input(\n"
@@ -44,3 +47,53 @@ def test_the_help_a_refusal_points_to_says_what_to_do():
     help_text = " ".join(out.getvalue().split())
     assert " ".join(REFUSALS.split()) in help_text
     assert REFUSAL_HELP.startswith("sglang-eagle-sizing apply --help")
+
+
+def help_of(*argv: str) -> str:
+    """``sglang-eagle-sizing ARGV --help``, its words on one line."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as stop:
+        cli_main([*argv, "--help"])
+    assert stop.value.code == 0
+    return " ".join(out.getvalue().split())
+
+
+def test_the_help_names_both_families():
+    """The top-level description and the refusal help fit a tree of either family."""
+    described = help_of().split("positional arguments")[0]
+    for family in FAMILIES:
+        assert family.known_version in described, family.name
+        assert family.known_version in " ".join(REFUSALS.split()), family.name
+
+
+def test_check_and_apply_on_a_patched_0_5_23_checkout_name_no_sizing_site(
+    release_0_5_23, tmp_path
+):
+    fork = make_checkout(release_0_5_23, tmp_path / "fork", "v0.5.23")
+    assert run_cli("apply", "-q", str(fork))[0] == 0
+    code, out, err = run_cli("check", str(fork))
+    assert (code, out) == (0, ""), err
+    assert "every change made" in err and "sizing site" not in err, err
+    code, out, err = run_cli("apply", str(fork))
+    assert (code, out) == (0, ""), err
+    assert err.startswith("nothing to do:") and "sizing site" not in err, err
+
+
+def test_check_on_a_patched_0_5_11_tree_says_every_sizing_site_is_routed(patched_root):
+    code, out, err = run_cli("check", str(patched_root / "sglang"))
+    assert (code, out) == (0, ""), err
+    assert "every sizing site routed" in err, err
+
+
+def _stem(architecture: str) -> str:
+    """``Qwen3MoeForCausalLM`` -> ``qwen3moe``, as ``Qwen3-MoE`` reads without its dash."""
+    return re.sub(r"For(CausalLM|ConditionalGeneration)$", "", architecture).lower()
+
+
+def test_smoke_pair_help_names_every_target_class_pair_serves():
+    from sglang_eagle_sizing.smoke.pair import MOE_DENSE, OWN_CLASS, TARGETS
+
+    words = help_of("smoke").split("--pair DIR")[-1].split("--no-baseline")[0]
+    plain = words.lower().replace("-", "")
+    for architecture in (*TARGETS, *OWN_CLASS, *MOE_DENSE):
+        assert _stem(architecture) in plain, (architecture, words)

@@ -1,4 +1,4 @@
-"""SGLang 0.5.23, the release family after upstream's refactor (``after_refactor/``), on a git
+"""SGLang 0.5.23, the release family after upstream's refactor (``families/release_0_5_23/``), on a git
 checkout tagged v0.5.23 made from the release wheel: ``check`` lists the four readers of the
 EAGLE-3 aux-layer count, ``apply`` makes them ask one parser, ``check`` then exits 0 and
 ``revert`` gives back every byte; ``pr --series`` + ``git am`` gives ``apply``'s tree; the
@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -22,7 +21,6 @@ from conftest import run_cli as run
 from sglang_eagle_sizing import families
 from sglang_eagle_sizing.families.release_0_5_23 import concerns, sites
 from sglang_eagle_sizing.tree import SglangTree
-from sglang_eagle_sizing.wheel import cached_release_wheel
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -46,15 +44,6 @@ UNIT_TESTS = [f for f in TEST_FILES if f.rsplit("/", 1)[-1].startswith("test_")]
 def digest(fork: Path) -> dict[str, str]:
     """Every file's digest but git's own (git may pack or gc in between)."""
     return {k: v for k, v in tree_digest(fork).items() if not k.startswith(".git/")}
-
-
-@pytest.fixture(scope="session")
-def release_0_5_23(tmp_path_factory) -> Path:
-    """The 0.5.23 wheel's ``sglang`` package, unpacked once."""
-    folder = tmp_path_factory.mktemp("release-0.5.23")
-    with zipfile.ZipFile(cached_release_wheel("0.5.23")) as wheel:
-        wheel.extractall(folder, [n for n in wheel.namelist() if n.startswith("sglang/")])
-    return folder / "sglang"
 
 
 @pytest.fixture

@@ -292,7 +292,7 @@ def test_report_answers_every_shared_pair_on_0_5_11(capsys):
 
 def test_report_answers_a_sample_of_shared_pairs_on_0_5_23():
     """``report --sglang`` on 0.5.23 (each run two processes of ~20 s; scripts/report_all_pairs.py
-    runs every pair into docs/report-all-pairs.md): a delegating class (Qwen3-MoE), a
+    runs every pair into docs/development/report-all-pairs.md): a delegating class (Qwen3-MoE), a
     multimodal one (Gemma-3, its language_model and text_config) and an mxfp4-quantized
     config (GPT-OSS), each captured by the class's own method."""
     from concurrent.futures import ThreadPoolExecutor

@@ -35,7 +35,7 @@ Then four run-time mutants of the patched tree, served the same way, must be cau
   0.5.11's width, the target's 64 (``self.target_worker.model_config.spec_hidden_size``):
   the idle rank's draft step hands 64 features to the 32-wide drafter, whose ``fc`` takes
   192, and the server crashes. With the 64-wide drafter this mutant serves unnoticed
-  (docs/smoke.md: ``scripts/smoke_mutants.py``).
+  (docs/development/smoke-internals.md: ``scripts/smoke_mutants.py``).
 
 Slow (several server start-ups; interpreted Triton attention): the full matrix runs from
 ``benchmark/smoke_matrix.py`` and is recorded in docs/smoke.md. The float16/bfloat16 cases

@@ -10,7 +10,7 @@ the library and written by its own ``save_pretrained``; SGLang reads it through 
 forward (``RadixAttention`` on ``TorchNativeAttnBackend``, real KV pools) on one sequence of 6
 tokens, as ``DRAFT_EXTEND_V2`` (every token's logits) and as ``EXTEND`` (the last token's).
 Compared: the logits, and the hidden states the next draft step reads (the library's: what
-its decoder layer reads on its second TTT step). See docs/speculators-oracle.md.
+its decoder layer reads on its second TTT step). See docs/development/speculators-oracle.md.
 
 The mutants (each one change to the patched source, made in the probe's process) show the
 comparison has teeth: each is caught by the cases of the variant it breaks, and only by them.
@@ -96,9 +96,9 @@ def test_released_0_5_11_matches_the_default_variant_only(probes):
 
 
 def test_the_doc_tables_list_every_case_and_mutant():
-    """docs/speculators-oracle.md's tables (pasted from scripts/speculators_oracle_table.py)
-    cover what this file runs: every case equal on the patched tree, every mutant."""
-    doc = (REPO / "docs" / "speculators-oracle.md").read_text()
+    """docs/development/speculators-oracle.md's tables (pasted from
+    scripts/speculators_oracle_table.py) cover what this file runs: every case equal on the patched tree, every mutant."""
+    doc = (REPO / "docs" / "development" / "speculators-oracle.md").read_text()
     rows = [line for line in doc.splitlines() if line.startswith("| `")]
     patched = rows[: len(CASES)]
     assert [row.split("`")[1] for row in patched] == CASES

@@ -1,7 +1,8 @@
 """scripts/upstream_precommit.py's filter, on made-up diffs and rewrites: a hook's finding is the
 patch's only on a line the patch added or changed, or, for a whole-file finding, when the file
 before the patch did not have it. (The hooks themselves are SGLang's pinned tools, installed by
-the script from PyPI; CI does not install them: docs/upstream-precommit.md is the full run.)"""
+the script from PyPI; CI does not install them: docs/development/upstream-precommit.md is the
+full run.)"""
 
 from __future__ import annotations
 

@@ -49,13 +49,14 @@ NAME = "sglang-eagle-sizing"
 REFUSAL_HELP = "sglang-eagle-sizing apply --help says what to do"
 #: the help's account of refusals (the epilog of check, diff and apply)
 REFUSALS = (
-    "Refusals. apply writes nothing (exit 2) when the tree holds a sizing site the rules do "
-    "not know (a hidden-state width or idle input in a place or shape 0.5.11 does not have: "
-    "listed 'unknown' or 'not found' with file:line), or a place a rule owns but cannot "
-    "rewrite without moving or dropping a statement of the fork's own (named with file:line "
-    "and why). Bring that place back to the shape of the 0.5.11 release (git diff against "
-    "the release tag shows it), or route it by hand through hidden_size_for/dtype_for as "
-    "the other sites are, then run apply again; check lists what is left. A statement of "
+    "Refusals. apply writes nothing (exit 2) when the tree holds a place the rules do not "
+    "know (0.5.9-0.5.11: a hidden-state width or idle input in a place or shape the release "
+    "does not have, listed 'unknown' or 'not found' with file:line), or a place a rule owns "
+    "but cannot rewrite without moving or dropping a statement of the fork's own (named with "
+    "file:line and why). Bring that place back to the shape of the tree's release (0.5.9 to "
+    "0.5.11, or 0.5.23: git diff against its tag shows it), or make the change there by hand as "
+    "the patch makes it elsewhere (0.5.9-0.5.11: route it through hidden_size_for/dtype_for "
+    "as the other sites are), then run apply again; check lists what is left. A statement of "
     "the fork's near a site is kept where it is, in its order, or refused: never moved "
     "silently."
 )
@@ -74,8 +75,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sglang-eagle-sizing",
         description=(
-            "Route every EAGLE hidden-state sizing site of SGLang 0.5.11 through "
-            "EagleDraftInput/EagleDraftExtendInput.hidden_size_for and dtype_for."
+            "Patch an SGLang tree so that EAGLE's hidden-state sizes come from one source "
+            "of truth. 0.5.9-0.5.11: route every sizing site through "
+            "EagleDraftInput/EagleDraftExtendInput.hidden_size_for and dtype_for. 0.5.23, "
+            "whose sites upstream already routes: make the readers of the EAGLE-3 aux-layer "
+            "count ask one parser and fix what is left where upstream decides it. The tree's "
+            "version picks its family."
         ),
     )
     parser.add_argument(
@@ -83,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     helps = {
-        "check": "exit 1 and list every site not yet routed; change nothing",
+        "check": "exit 1 and list the work apply would do; change nothing",
         "diff": "print the unified diff apply would write",
         "apply": "write the patch (a second apply changes nothing)",
         "revert": "restore the bytes apply saved",
@@ -351,7 +356,8 @@ def _check(tree: SglangTree, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if report.routed and interrupted is None:
-        found = "every sizing site routed"
+        # 0.5.23 has no sizing site of this patch's (upstream routes them): only changes
+        found = "every sizing site routed" if tree.family.sites else "every change made"
         if report.tests_present:
             found += f", {_count(len(report.tests_present), 'fork test file')} present"
         print(f"checked {tree.describe()}: {found}", file=sys.stderr)
@@ -434,7 +440,8 @@ def _apply(tree: SglangTree, report: TreeReport, force: bool, quiet: bool) -> in
     if not report.changed and not report.tests_to_add and not report.modules_to_add:
         sys.stdout.flush()
         print(
-            f"nothing to do: {tree.describe()} has every sizing site routed"
+            f"nothing to do: {tree.describe()} has "
+            + ("every sizing site routed" if tree.family.sites else "every change made")
             + (" and its fork tests" if report.tests_present else ""),
             file=sys.stderr,
         )

@@ -9,7 +9,7 @@ place it looked at: ``routed`` (already right), ``unrouted`` (it rewrote it) or 
 ``check`` runs every rule on the original module, so line numbers are the file's own; ``apply``
 and ``diff`` chain the rules, each on the output of the one before.
 
-Cost (see ``docs/benchmarks.md``): the check pass walks each file once for all rules
+Cost (see ``docs/development/benchmarks.md``): the check pass walks each file once for all rules
 (``_CheckWalk``: the rules' own hooks, no node rebuilt, whitespace and operator tokens not
 entered); line and column numbers come from one cheap code-generation pass per module, run only
 when a rule asks for a position (``_Positions``); and ``FindingsCache`` keeps check results per

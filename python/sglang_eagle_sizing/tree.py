@@ -35,7 +35,7 @@ from sglang_eagle_sizing.families import (
 
 #: The SGLang release whose sites ``sites.py`` lists (the fork wheel's and the report's base).
 KNOWN_VERSION = BEFORE_REFACTOR.known_version
-#: The releases the patch is tested on, per family (``families.py``): applied, checked,
+#: The releases the patch is tested on, per family (``families/``): applied, checked,
 #: linted and reverted on each one's wheel, and the fork's CPU tests run on each patched tree
 #: (test/test_older_releases.py, test/test_release_0_5_23.py).
 TESTED_VERSIONS = BEFORE_REFACTOR.tested_versions
@@ -86,7 +86,7 @@ class SglangTree:
 
     @property
     def family(self) -> Family:
-        """The release family (``families.py``): by the version, else by structure."""
+        """The release family (``families/``): by the version, else by structure."""
         if self.version is not None:
             found = family_of_version(self.version.number)
             if found is not None:

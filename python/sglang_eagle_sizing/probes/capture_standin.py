@@ -1,6 +1,6 @@
 """A stand-in instance of an SGLang model class on which its own ``set_eagle3_layers_to_capture``
 runs, and what that call captured. Imports nothing of this package: probes running in a
-release's environment (``capture_rules_probe.py``, ``after_refactor/report_probe.py``, the
+release's environment (``capture_rules_probe.py``, ``probes/report_probe.py``, the
 0.5.11 ``report``) load this file by path.
 
 The stand-in is ``cls.__new__(cls)`` with ``torch.nn.Module.__init__``: no weights, no

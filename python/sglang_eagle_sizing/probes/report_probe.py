@@ -1,5 +1,5 @@
 """What one SGLang tree of the 0.5.23 family computes for a drafter/target pair, from its own
-code: run by ``report`` (``after_refactor/report.py``) in that family's environment, with the
+code: run by ``report`` (``report/release_0_5_23.py``) in that family's environment, with the
 tree first on ``sys.path``. It imports nothing of this package.
 
     python report_probe.py DRAFT TARGET ALGORITHM

@@ -248,7 +248,7 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
         "eagle_num_aux_hidden_states": num_aux,
         # what the patched target refuses at start-up (None: nothing)
         "refusal": refusal,
-        # each tree's own answer (after_refactor.report.SIDE_KEYS, the same on 0.5.23):
+        # each tree's own answer (report.release_0_5_23.SIDE_KEYS, the same on 0.5.23):
         # captured_hidden_states are indices into output_hidden_states (0: the embeddings)
         "patched": side(patched_side),
         "pristine": side(pristine_side),

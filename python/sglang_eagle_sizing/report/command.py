@@ -68,7 +68,7 @@ def run(args) -> int:
         return _error(exc)
     try:
         if after_refactor:
-            # each tree evaluated in its own environment (after_refactor/report.py)
+            # each tree evaluated in its own environment (report/release_0_5_23.py)
             from sglang_eagle_sizing.report import release_0_5_23 as after
 
             algorithm = args.algorithm or algorithm_of(architecture)

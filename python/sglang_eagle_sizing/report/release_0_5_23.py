@@ -58,7 +58,7 @@ class ReportError(Exception):
 
 
 #: the keys of ``patched`` and ``pristine`` in ``report --json``, on both release families
-#: (README, "report"): the patched tree's and the release's own answers for the pair
+#: (docs/commands.md, "report"): the patched tree's and the release's own answers for the pair
 SIDE_KEYS = (
     "refusal",  # what the tree refuses at start-up (None: nothing)
     "draft_dtype",  # the dtype the draft model is built in (--dtype auto)

@@ -3,7 +3,7 @@
 For each case: a server from the tree (first on ``PYTHONPATH``) with tiny crafted models this
 command builds; its greedy tokens must equal the same tree's run without speculation and
 transformers' ``generate``, and its accept length the unpatched release's for the same case.
-The tree's release family (``families.py``) picks the cases, the interpreter whose environment
+The tree's release family (``families/``) picks the cases, the interpreter whose environment
 supplies SGLang's dependencies and the stand-ins: a 0.5.9-0.5.11 tree is served with this
 interpreter (0.5.11's environment), 0.5.11's cases and stand-ins, and compared with 0.5.11; a
 0.5.23 tree with ``.venv-0.5.23`` (``server.interpreter_for``), 0.5.23's cases
@@ -39,7 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pair", action="append", default=[], metavar="DIR",
                         help="also (without --case: only) serve this drafter/target pair "
                         "(DIR/draft/config.json, DIR/target/config.json) shrunk to tiny scale; "
-                        "dense Llama, Qwen2 and Qwen3 targets (repeatable)")
+                        "targets: Llama, Qwen2, Qwen3; Qwen3-MoE, DeepSeek-V3, GPT-OSS, Gemma-3 "
+                        "through their own class; Qwen2-MoE as a dense Qwen2. Drafters: "
+                        "EAGLE-3, EAGLE, STANDALONE, the speculators format (repeatable)")
     parser.add_argument("--no-baseline", action="store_true",
                         help="do not serve the unpatched release (0.5.11, or 0.5.23 for a 0.5.23 "
                         "tree) to compare accept lengths")

@@ -173,7 +173,7 @@ def serve_case(
     family=BEFORE_REFACTOR,
 ) -> Run:
     """Start a server for ``case`` (without its drafter if not ``speculative``) from the
-    ``sglang`` in ``root``, a tree of ``family`` (``families.py``: its interpreter and its
+    ``sglang`` in ``root``, a tree of ``family`` (``families/``: its interpreter and its
     stand-ins), send every batch, stop it."""
     name = case.name if speculative else f"{case.name}/no-spec"
     run = Run(case=name, tree=tree_label)

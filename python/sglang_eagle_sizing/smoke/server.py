@@ -29,7 +29,7 @@ PYTHON_0_5_23_ENV = "SGLANG_EAGLE_SIZING_PYTHON_0_5_23"
 
 
 def interpreter_for(family) -> Path:
-    """The Python that serves a tree of ``family`` (``families.py``). Before the refactor
+    """The Python that serves a tree of ``family`` (``families/``). Before the refactor
     (0.5.9-0.5.11): this one, whose environment holds 0.5.11's dependencies. After it (0.5.23,
     torch 2.14.1 and transformers 5.19.0, which 0.5.11's environment cannot hold):
     ``$SGLANG_EAGLE_SIZING_PYTHON_0_5_23`` if set, else ``.venv-0.5.23/bin/python`` of this

@@ -8,7 +8,8 @@ before other modules bind its names. It lives in this project's harness only: ne
 patched tree, the fork wheel or the diff. None touches SGLang's sizing code (the helpers of
 ``speculative/eagle_utils.py``, the drafter's ``fc``, the target's capture, the draft config's
 dtype): each replaces a CPU operator PyPI's ``sglang-kernel`` does not ship, or a CUDA-only call
-(or, the sixth, a method only the CPU's own attention backend has). docs/release-0.5.23.md
+(or, the sixth, a method only the CPU's own attention backend has).
+docs/development/release-0.5.23-groundwork.md
 (section 5c and its appendix) shows, step by step, the failure each of the first five removes;
 docs/smoke.md ("SGLang 0.5.23") the sixth's.
 
@@ -38,7 +39,7 @@ docs/smoke.md ("SGLang 0.5.23") the sixth's.
    ``get_cuda_graph_seq_len_fill_value()`` (1): the sequence length of a padded request.
 
 The PD decode server also needs ``--disaggregation-decode-retraction-backup cpu_tensor`` (a
-flag of the 0.5.23 PD cases, ``smoke/cases_0_5_23.py``): 0.5.23 infers ``host_pool``, whose
+flag of the 0.5.23 PD cases, ``families/release_0_5_23/smoke_cases.py``): 0.5.23 infers ``host_pool``, whose
 host pool registers pinned memory through CUDA.
 
 The recorder (when ``SGLANG_EAGLE_SIZING_SMOKE_SITES`` names a file): every call of 0.5.23's
