@@ -53,6 +53,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SUPPORT
+from sglang_eagle_sizing.families import BEFORE_REFACTOR
 from sglang_eagle_sizing.families.release_0_5_11 import smoke_cases
 from sglang_eagle_sizing.smoke.cases import case_named
 from sglang_eagle_sizing.smoke.runner import (
@@ -167,7 +168,7 @@ def test_contract_calls_are_recorded(smoke_run):
     # when every request of a batch finishes at verify (the first-verify batch), verify
     # builds the next draft input idle, with no worker in reach: the one sizing site a
     # single server runs
-    assert "speculative/eagle_info.py EagleVerifyInput.verify" in site_hits(records), records
+    assert "speculative/eagle_info.py EagleVerifyInput.verify" in site_hits(records, BEFORE_REFACTOR), records
 
 
 @pytest.mark.parametrize("name", DP_CASES)
@@ -193,7 +194,7 @@ def test_idle_rank_under_dp_attention_serves_equal_tokens(dp_run, name):
 def test_idle_rank_runs_the_idle_input_sizing_sites(dp_run, name):
     _, report = dp_run
     records = entry(report, name)["tree"]["sites"]
-    ran = site_hits(records)
+    ran = site_hits(records, BEFORE_REFACTOR)
     assert set(IDLE_SITES[name]) <= set(ran), ran
     # the idle inputs were sized by the contract, width and dtype, at those sites
     for site in IDLE_SITES[name]:

@@ -137,9 +137,20 @@ class Family:
         """The earlier patches each patch needs to apply on the release (others: none)."""
         return self._import("series").NEEDS
 
+    def site_for(self, file: str, scope: str):
+        """Its sizing site at ``file`` (relative to ``srt/``) and ``Class.method``, or None."""
+        site_for = getattr(self._sites, "site_for", None)
+        return site_for(file, scope) if site_for is not None else None
+
+    @property
+    def smoke(self):
+        """Its ``smoke_cases`` module: ``CASES``, and for a family with sizing sites
+        ``unreachable_reason(site)`` (why no case serves it on a CPU)."""
+        return self._import("smoke_cases")
+
     @property
     def smoke_cases(self) -> tuple:
-        return self._import("smoke_cases").CASES
+        return self.smoke.CASES
 
     def holds(self, number: str) -> bool:
         """Whether an untested version number belongs to the family (by its release number)."""

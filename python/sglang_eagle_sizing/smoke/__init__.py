@@ -258,14 +258,14 @@ def _report(root: Path, results: list, plain: dict, started: float, family) -> d
 
 
 def print_report(report: dict) -> None:
-    from sglang_eagle_sizing.families import BEFORE_REFACTOR
-    from sglang_eagle_sizing.families.release_0_5_11 import sites as site_list
-    from sglang_eagle_sizing.smoke.runner import site_hits, unreachable_reason
+    from sglang_eagle_sizing import families
+    from sglang_eagle_sizing.smoke.runner import site_hits
 
-    release = report.get("release", BEFORE_REFACTOR.known_version)
+    release = report.get("release", families.BEFORE_REFACTOR.known_version)
+    family = next(f for f in families.FAMILIES if f.known_version == release)
     # 0.5.23 has no sizing site of this patch's: every site calls upstream's helpers, whose
     # recorded callers are listed below the table
-    before = release == BEFORE_REFACTOR.known_version
+    before = bool(family.sites)
     rows = [("case", "tokens equal", f"accept length (tree / {release})",
              "sizing sites run" if before else "helper callers", "time", "result")]
     for entry in report["cases"]:
@@ -282,7 +282,7 @@ def print_report(report: dict) -> None:
             "expected failure" if entry["expected_failure"] else "FAIL")
         if entry["passed"] and entry["known_failure"]:
             result = "ok (known failure fixed)"
-        hits = site_hits(tree["sites"]) if before else {
+        hits = site_hits(tree["sites"], family) if before else {
             (r["file"], r["scope"]) for r in tree["sites"]}
         rows.append((entry["case"], tokens, f"{accept(tree)} / {accept(rel) if rel else '-'}",
                      str(len(hits)), f"{tree['seconds']:.0f} s", result))
@@ -292,15 +292,15 @@ def print_report(report: dict) -> None:
     print()
     if before:
         print("sizing sites:")
-        for site in site_list.SITES:
+        for site in family.sites:
             label = f"{site.file} {site.scope}"
-            ran = [e["case"] for e in report["cases"] if label in site_hits(e["tree"]["sites"])]
-            why = f"ran in {', '.join(ran)}" if ran else f"not run: {unreachable_reason(site)}"
+            ran = [e["case"] for e in report["cases"] if label in site_hits(e["tree"]["sites"], family)]
+            why = f"ran in {', '.join(ran)}" if ran else f"not run: {family.smoke.unreachable_reason(site)}"
             print(f"  {label}: {why}")
     support = {}
     for entry in report["cases"]:
         for record in entry["tree"]["sites"]:
-            if not before or site_list.site_for(record["file"], record["scope"]) is None:
+            if not before or family.site_for(record["file"], record["scope"]) is None:
                 key = f"{record['function']} <- {record['file']}:{record['line']} {record['scope']}"
                 support.setdefault(key, entry["case"])
     if support:

@@ -13,8 +13,7 @@ import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sglang_eagle_sizing.families import BEFORE_REFACTOR
-from sglang_eagle_sizing.families.release_0_5_11 import sites as site_list
+from sglang_eagle_sizing.families import BEFORE_REFACTOR, Family
 from sglang_eagle_sizing.smoke import models, targets
 from sglang_eagle_sizing.smoke.cases import Batch, Case
 from sglang_eagle_sizing.smoke.server import (
@@ -368,11 +367,11 @@ def _serve_pd(
     return run
 
 
-def site_hits(records: list[dict]) -> list[str]:
-    """The sizing sites (``file Class.method``) whose code called the contract."""
+def site_hits(records: list[dict], family: Family) -> list[str]:
+    """The sizing sites of ``family`` (``file Class.method``) whose code called the contract."""
     hits = []
     for record in records:
-        site = site_list.site_for(record["file"], record["scope"])
+        site = family.site_for(record["file"], record["scope"])
         if site is not None and record["function"].startswith("Eagle"):
             label = f"{site.file} {site.scope}"
             if label not in hits:
@@ -387,33 +386,6 @@ def supporting_calls(records: list[dict]) -> list[str]:
         if label not in calls:
             calls.append(label)
     return calls
-
-
-def unreachable_reason(site: site_list.Site) -> str:
-    if site.scope == "MultiLayerEagleDraftWorker.__init__":
-        return "the MTP v2 draft worker's hidden-state pool: only the mtp-step3p5-v2 case builds it"
-    if "multi_layer" in site.file and site.kind is site_list.Kind.IDLE_INPUT:
-        return (
-            "idle input of the multi-layer EAGLE (MTP) worker: only an idle rank under DP "
-            "attention builds one, and 0.5.11's Step-3.5 MTP model deadlocks there before "
-            "(mtp-step3p5-dp-attention-v2, a known failure)"
-        )
-    if site.kind is site_list.Kind.DETACHED_IDLE_INPUT:
-        return (
-            "idle input built in verify: only when every request of a batch finishes at "
-            "verify (the first-verify batch) or a rank under DP attention is idle"
-        )
-    if site.kind is site_list.Kind.BUFFER:
-        return "CUDA-graph buffer: CUDA graphs never run on a CPU (--disable-cuda-graph)"
-    if site.kind is site_list.Kind.METADATA_BUFFER:
-        return (
-            "PD disaggregation: only a prefill and a decode server allocate it (the "
-            "eagle3-pd cases)"
-        )
-    return (
-        "idle input: a single server never builds one; only a rank under DP attention "
-        "(--tp 2 --dp 2 --enable-dp-attention) whose batch goes idle does"
-    )
 
 
 def release_root(cache: Path, version: str = BEFORE_REFACTOR.known_version) -> Path:

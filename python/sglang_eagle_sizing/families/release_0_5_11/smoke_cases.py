@@ -32,6 +32,7 @@ from sglang_eagle_sizing.smoke.cases import (
     V1,
     Case,
 )
+from sglang_eagle_sizing.families.release_0_5_11.sites import Kind, Site
 from sglang_eagle_sizing.smoke.class_cases import class_cases
 from sglang_eagle_sizing.smoke.models import DrafterSpec, TargetSpec
 
@@ -261,3 +262,31 @@ CI_CASES = (
     "eagle3-dp-attention-narrow-drafter-v1",
     "eagle3-dp-attention-narrow-drafter-v2",
 )
+
+
+def unreachable_reason(site: Site) -> str:
+    """Why no case serves ``site`` on a CPU (``smoke``'s table of the sizing sites)."""
+    if site.scope == "MultiLayerEagleDraftWorker.__init__":
+        return "the MTP v2 draft worker's hidden-state pool: only the mtp-step3p5-v2 case builds it"
+    if "multi_layer" in site.file and site.kind is Kind.IDLE_INPUT:
+        return (
+            "idle input of the multi-layer EAGLE (MTP) worker: only an idle rank under DP "
+            "attention builds one, and 0.5.11's Step-3.5 MTP model deadlocks there before "
+            "(mtp-step3p5-dp-attention-v2, a known failure)"
+        )
+    if site.kind is Kind.DETACHED_IDLE_INPUT:
+        return (
+            "idle input built in verify: only when every request of a batch finishes at "
+            "verify (the first-verify batch) or a rank under DP attention is idle"
+        )
+    if site.kind is Kind.BUFFER:
+        return "CUDA-graph buffer: CUDA graphs never run on a CPU (--disable-cuda-graph)"
+    if site.kind is Kind.METADATA_BUFFER:
+        return (
+            "PD disaggregation: only a prefill and a decode server allocate it (the "
+            "eagle3-pd cases)"
+        )
+    return (
+        "idle input: a single server never builds one; only a rank under DP attention "
+        "(--tp 2 --dp 2 --enable-dp-attention) whose batch goes idle does"
+    )
