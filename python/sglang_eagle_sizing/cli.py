@@ -22,11 +22,17 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+# Start-up loads only what parsing the command line and locating the tree need: the engine,
+# the rules, libcst and black load when a command runs them (``check_tree``, ``rewrite_tree``).
 from . import __version__, transaction
-from .engine import CACHE_ENV, Finding, FindingsCache, RewriteError, default_cache_dir
-from .patch import TreeReport, check_tree, rewrite_tree
+from .caches import CACHE_ENV
 from .tree import _OUR_HELPERS, ALLOW_FLAG, TESTED_TEXT, SglangTree, TreeError, display
+
+if TYPE_CHECKING:
+    from .engine import Finding
+    from .patch import TreeReport
 
 OK, WORK_TO_DO, ERROR = 0, 1, 2
 #: the name the tool is installed under (its console script)
@@ -220,6 +226,27 @@ def _print_problems(report: TreeReport, out) -> None:
         )
 
 
+def check_tree(tree: SglangTree, cache) -> TreeReport:
+    """``patch.check_tree``, loaded when a command runs it."""
+    from .patch import check_tree
+
+    return check_tree(tree, cache)
+
+
+def rewrite_tree(tree: SglangTree) -> TreeReport:
+    """``patch.rewrite_tree``, loaded when a command runs it."""
+    from .patch import rewrite_tree
+
+    return rewrite_tree(tree)
+
+
+def _refusals() -> tuple[type[Exception], ...]:
+    """The errors a command refuses with (one ``error:`` line): ``TreeError``, and
+    ``RewriteError`` once the engine that raises it is loaded."""
+    engine = sys.modules.get(f"{__package__}.engine")
+    return (TreeError,) if engine is None else (TreeError, engine.RewriteError)
+
+
 def _count(number: int, one: str, many: str | None = None) -> str:
     return f"{number} {one if number == 1 else (many or one + 's')}"
 
@@ -268,7 +295,7 @@ def _main(args: argparse.Namespace) -> int:
     if hasattr(args, "run"):
         try:
             return args.run(args)
-        except (TreeError, RewriteError) as exc:
+        except _refusals() as exc:
             print(f"error: {exc}", file=sys.stderr)
             return ERROR
     tree = None
@@ -301,7 +328,7 @@ def _main(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
             return _apply(tree, report, force=args.force, quiet=args.quiet)
-    except (TreeError, RewriteError) as exc:
+    except _refusals() as exc:
         _flush()
         print(f"error: {_message(tree, exc)}", file=sys.stderr)
         return ERROR
@@ -310,7 +337,7 @@ def _main(args: argparse.Namespace) -> int:
 def _message(tree: SglangTree | None, exc: Exception) -> str:
     """An error as the user reads it: a file a rule could not rewrite is named from where
     they run the command, like every other path this tool prints."""
-    if isinstance(exc, RewriteError) and tree is not None:
+    if not isinstance(exc, TreeError) and tree is not None:  # a RewriteError
         where = f"{display(tree.srt / exc.file)}:{exc.line}"
         if exc.reason.startswith("cannot parse"):
             return f"{where}: {exc.reason}; nothing written"
@@ -321,6 +348,8 @@ def _message(tree: SglangTree | None, exc: Exception) -> str:
 def _check(tree: SglangTree, args: argparse.Namespace) -> int:
     """stdout: one line per piece of work; stderr: which tree, what it found, and the
     command that fixes it."""
+    from .engine import FindingsCache, default_cache_dir
+
     interrupted = transaction.describe(tree)
     cache = FindingsCache(default_cache_dir()) if not args.no_cache else None
     report = check_tree(tree, cache)

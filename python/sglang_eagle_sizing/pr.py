@@ -21,13 +21,16 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from . import concerns, series
-from .engine import Finding, FindingsCache, default_cache_dir
+from . import concerns
 from .families import BEFORE_REFACTOR
-from .patch import SITE_LABELS, TreeReport, check_tree, rewrite_tree
 from .sites import SITES, Site
 from .tree import TreeError, display
+
+if TYPE_CHECKING:  # loaded when the command runs (series, the engine, the rules)
+    from .engine import Finding
+    from .patch import TreeReport
 
 HELP = (
     "print the change for SGLang's reviewers: a cover letter and the diff, or with --series "
@@ -146,6 +149,9 @@ def run(args: argparse.Namespace) -> int:
     if args.series is not None:
         output_folder(args.series, "--series")
     tree = locate(args, args.path)
+    # the engine and the rules: after the checks that refuse at once
+    from . import series
+
     try:
         if args.series is not None:
             author = args.author or series.author_of(tree)
@@ -209,6 +215,9 @@ def configs_for(file: str) -> str:
 
 
 def site_changes(findings: list[Finding]) -> list[SiteChange]:
+    from .engine import Finding
+    from .patch import SITE_LABELS
+
     changes = []
     for site in SITES:
         lines = sorted(
@@ -297,6 +306,10 @@ def pull_request(tree, gpu_test: bool = False, with_diff: bool = False) -> str:
     """The cover letter (the files and their line counts, not the diff: it would not fit a
     pull request's description), then with ``with_diff`` the whole diff (against the release
     tag on a patched checkout); the GPU end-to-end test only with ``gpu_test``."""
+    from . import series
+    from .engine import FindingsCache, default_cache_dir
+    from .patch import check_tree, rewrite_tree
+
     release = series.release_of(tree)
     written = series.patches(gpu_test, tree.family)
     with concerns.only(p.concern for p in written):

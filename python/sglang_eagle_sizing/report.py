@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import transaction
-from .engine import FindingsCache, default_cache_dir
-from .patch import check_tree, rewrite_tree
 from .sites import GET_CONFIG_FILES, SITE_FILES, Kind, Phase
 from .after_refactor.report import ReportError, _captured_text, side
 from .families import BEFORE_REFACTOR
@@ -120,6 +118,9 @@ def _release_sources(files: tuple[str, ...]) -> dict[str, str]:
 
 def tree_sources(tree: SglangTree) -> tuple[dict[str, str], dict[str, str], str]:
     """(pristine, patched) texts of the site files, and where the pristine ones came from."""
+    from .engine import FindingsCache, default_cache_dir
+    from .patch import check_tree, rewrite_tree
+
     report = check_tree(tree, FindingsCache(default_cache_dir()))
     current = {f: tree.read(f) for f in report_files(tree)}
     any_routed = any(f.status == "routed" and f.label in ("decode", "extend") for f in report.findings)
