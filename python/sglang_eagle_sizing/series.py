@@ -5,7 +5,7 @@ Patch k is the difference between the tree the rules write with the first k-1 co
 series applied in order (``git am``) leaves exactly the tree ``apply`` writes, test files
 included. Each patch carries its own slice of the fork's CPU test (``fork_test_slices``).
 
-The descriptions (``PATCHES``) are Markdown files, ``descriptions/<concern>.md``, in the
+The descriptions (``patches()``) are Markdown files, ``descriptions/<concern>.md``, in the
 sections of SGLang's pull-request template, written for a reviewer of SGLang who sees nothing
 else: they name SGLang's files, configs, tests and commands only.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,12 +50,14 @@ def read_patch(folder: Path, concern: str) -> Patch:
 #: the description of each patch: ``descriptions/<concern>.md`` (package data)
 DESCRIPTIONS = Path(__file__).resolve().parent / "descriptions"
 
-PATCHES: tuple[Patch, ...] = tuple(
-    read_patch(DESCRIPTIONS, concern) for concern in concerns.ORDER
-)
 
-assert tuple(p.concern for p in PATCHES) == concerns.ORDER
-assert PATCHES[-1].concern == concerns.E2E_TEST
+@functools.cache
+def _every_patch() -> tuple[Patch, ...]:
+    """Each concern's patch in ``concerns.ORDER``, the GPU end-to-end test last; read when
+    first asked for, not at import."""
+    found = tuple(read_patch(DESCRIPTIONS, concern) for concern in concerns.ORDER)
+    assert found[-1].concern == concerns.E2E_TEST
+    return found
 
 
 def patches(gpu_test: bool = False, family: Family = BEFORE_REFACTOR) -> tuple[Patch, ...]:
@@ -65,7 +68,7 @@ def patches(gpu_test: bool = False, family: Family = BEFORE_REFACTOR) -> tuple[P
         from .after_refactor.series import patches as after_refactor
 
         return after_refactor()
-    return PATCHES if gpu_test else PATCHES[:-1]
+    return _every_patch() if gpu_test else _every_patch()[:-1]
 
 
 # -- the trees ---------------------------------------------------------------------------

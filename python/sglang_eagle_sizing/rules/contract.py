@@ -25,8 +25,6 @@ from ..engine import Finding, Rule
 from ..sites import CONTRACT_FILE, DecodePhase, ExtendPhase
 from ..syntax import statements
 
-HELPER_NAMES = tuple(node.name.value for node in statements(inserted.HELPERS))
-
 #: Whether the release's ``ModelConfig`` has ``spec_hidden_size`` (0.5.11 does; 0.5.9 and
 #: 0.5.10 do not, and read the width through ``inserted.SPEC_HIDDEN_SIZE_HELPER``).
 _HAS_SPEC_HIDDEN_SIZE: contextvars.ContextVar[bool] = contextvars.ContextVar(

@@ -13,6 +13,8 @@ without it is reported as an unknown site and left as it is (apply stops).
 
 from __future__ import annotations
 
+import functools
+
 import libcst as cst
 
 from .. import inserted
@@ -22,7 +24,12 @@ from ..sites import PARSER_FILE
 from ..syntax import statements
 
 FILE, ANCHOR = PARSER_FILE
-NAMES = tuple(node.name.value for node in statements(inserted.PARSER_HELPERS))
+
+
+@functools.cache
+def names() -> tuple[str, ...]:
+    """The functions ``inserted.PARSER_HELPERS`` defines (parsed when a rule first asks)."""
+    return tuple(node.name.value for node in statements(inserted.PARSER_HELPERS))
 
 
 class ParserRule(Rule):
@@ -35,9 +42,10 @@ class ParserRule(Rule):
             for node in original_node.body
             if isinstance(node, cst.FunctionDef)
         }
-        present = [name for name in NAMES if name in functions]
-        if len(present) == len(NAMES):
-            self.report(functions[NAMES[0]], "parser", Finding.ROUTED, "<module>")
+        expected = names()
+        present = [name for name in expected if name in functions]
+        if len(present) == len(expected):
+            self.report(functions[expected[0]], "parser", Finding.ROUTED, "<module>")
             return updated_node
         if present:
             raise self.fail(
