@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 # Start-up loads only what parsing the command line and locating the tree need: the engine,
 # the rules, libcst and black load when a command runs them (``check_tree``, ``rewrite_tree``).
-from . import __version__, transaction
+from . import __version__, command_of, interrupted_line, transaction
 from .caches import CACHE_ENV
 from .tree import _OUR_HELPERS, ALLOW_FLAG, TESTED_TEXT, SglangTree, TreeError, display
 
@@ -257,18 +257,16 @@ def main(argv: list[str] | None = None) -> int:
     global _PROGRAM, _WROTE
     _PROGRAM = program(None if argv is not None else sys.argv[0])
     _WROTE = False
-    args = _parser().parse_args(argv)
-    with transaction.handle_signals():
+    command = command_of(sys.argv[1:] if argv is None else argv)
+    with transaction.handle_signals():  # parsing too: it may load a command's module
         try:
-            return _main(args)
+            return _main(_parser().parse_args(argv))
         except KeyboardInterrupt as exc:
             _flush()
             if sys.stderr.isatty():  # a progress line may be on the screen
                 sys.stderr.write("\r\x1b[K")
             what = exc.what if isinstance(exc, transaction.Interrupted) else ""
-            if not what and args.command in ("apply", "revert"):
-                what = f"{args.command} had finished" if _WROTE else "nothing written"
-            print(f"interrupted{': ' + what if what else ''}", file=sys.stderr)
+            print(interrupted_line(command, _WROTE, what), file=sys.stderr)
             return (
                 exc.exit_code if isinstance(exc, transaction.Interrupted) else 130
             )
