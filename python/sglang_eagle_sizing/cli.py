@@ -258,10 +258,15 @@ def main(argv: list[str] | None = None) -> int:
     _PROGRAM = program(None if argv is not None else sys.argv[0])
     _WROTE = False
     command = command_of(sys.argv[1:] if argv is None else argv)
-    with transaction.handle_signals():  # parsing too: it may load a command's module
+    with transaction.handle_signals():  # parsing too (a Ctrl-C there: the same one line)
         try:
             return _main(_parser().parse_args(argv))
-        except KeyboardInterrupt as exc:
+        except (KeyboardInterrupt, RuntimeError) as caught:
+            # Python 3.11 hands on an interrupt raised while a class is made (a dataclass
+            # field's __set_name__, as a module loads) as a RuntimeError caused by it
+            exc = caught if isinstance(caught, KeyboardInterrupt) else caught.__cause__
+            if not isinstance(exc, KeyboardInterrupt):
+                raise
             _flush()
             if sys.stderr.isatty():  # a progress line may be on the screen
                 sys.stderr.write("\r\x1b[K")
