@@ -145,8 +145,10 @@ def main() -> int:
     lines.append(f"| `black --help` (same environment) |{' |' * (len(sides) - 1)} {black:.2f} s, 1.0x (0) |")
     lines += [
         "",
-        "| SIGINT into `apply .` | tool | exit | exited after | lines | what it printed "
-        "| `git status --porcelain` |",
+        (
+            "| SIGINT into `apply .` | tool | exit | exited after | lines | what it printed "
+            "| `git status --porcelain` |"
+        ),
         "| --- | --- | ---: | ---: | ---: | --- | --- |",
     ]
     source = args.tree.resolve() if args.tree else release_checkout(scratch / "release")
