@@ -49,3 +49,15 @@ def machine() -> str:
 
 def run(args: list[str], **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(args, check=False, capture_output=True, text=True, **kwargs)
+
+
+def write_between(doc: Path, text: str, start: str, end: str) -> bool:
+    """Put ``text`` between the ``start`` and ``end`` marker lines of ``doc``, in place of
+    what is there; False (after one line on stderr) if ``doc`` lacks them."""
+    current = doc.read_text()
+    first, last = current.find(start + "\n"), current.find(end + "\n")
+    if first < 0 or last < first:
+        print(f"error: {doc}: no {start} ... {end} lines", file=sys.stderr)
+        return False
+    doc.write_text(current[: first + len(start) + 1] + text + current[last:])
+    return True

@@ -51,7 +51,7 @@ MODEL_SIDE = ("models/", "model_executor/")
 
 
 def _patch(concern: str) -> series.Patch:
-    return next(p for p in series_0_5_11.PATCHES if p.concern == concern)
+    return next(p for p in series.patches(gpu_test=True) if p.concern == concern)
 
 
 def _test_files(concern: str) -> list[str]:
@@ -64,7 +64,7 @@ def _test_files(concern: str) -> list[str]:
 
 def test_the_package_ships_its_descriptions():
     """pyproject's package data covers every description (a wheel without them has no
-    ``PATCHES``)."""
+    ``series.patches()``)."""
     pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
     setuptools = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]
     patterns = setuptools["package-data"]["sglang_eagle_sizing"]
@@ -78,7 +78,7 @@ def test_every_concern_has_its_file_and_nothing_else():
     assert sorted(p.name for p in series_0_5_11.DESCRIPTIONS.glob("*")) == sorted(
         f"{c}.md" for c in concerns_0_5_11.ORDER
     )
-    assert tuple(p.concern for p in series_0_5_11.PATCHES) == concerns_0_5_11.ORDER
+    assert tuple(p.concern for p in series.patches(gpu_test=True)) == concerns_0_5_11.ORDER
     for path in series_0_5_11.DESCRIPTIONS.glob("*.md"):
         assert path.read_text().startswith("# [Spec] "), path.name
 
@@ -143,7 +143,7 @@ def test_accuracy_exactly_where_model_side_code_changes():
         for c in rule.concerns
         if any(f.startswith(MODEL_SIDE) for f in (rule.files or ()))
     }
-    with_accuracy = {p.concern for p in series_0_5_11.PATCHES if "\n### Accuracy\n" in p.body}
+    with_accuracy = {p.concern for p in series.patches(gpu_test=True) if "\n### Accuracy\n" in p.body}
     assert with_accuracy == model_side
     for concern in with_accuracy:
         accuracy = (

@@ -1042,7 +1042,7 @@ def test_load_weights_reads_the_speculators_layer_names():
 
 
 def test_the_parser_goes_right_after_speculative_algorithm_in_spec_info():
-    from sglang_eagle_sizing.families.release_0_5_11.rules.parser import NAMES, ParserRule
+    from sglang_eagle_sizing.families.release_0_5_11.rules.parser import ParserRule, names
 
     file = "speculative/spec_info.py"
     before = """
@@ -1063,7 +1063,7 @@ def test_the_parser_goes_right_after_speculative_algorithm_in_spec_info():
         after.index("class SpecInput"),
     )
     assert algorithm < after.index("def invalid_eagle_draft_config(") < parser < spec_input
-    assert all(f"\ndef {name}(" in after for name in NAMES)
+    assert all(f"\ndef {name}(" in after for name in names())
     assert [(f.label, f.status) for f in findings] == [("parser", Finding.UNROUTED)]
     assert_idempotent(file, after, ParserRule)
     # another module: reported as unknown, left as it is

@@ -22,16 +22,12 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sglang_eagle_sizing import __version__, transaction
-from sglang_eagle_sizing.engine import (
-    CACHE_ENV,
-    Finding,
-    FindingsCache,
-    RewriteError,
-    default_cache_dir,
-)
-from sglang_eagle_sizing.patch import TreeReport, check_tree, rewrite_tree
+# Start-up loads only what parsing the command line and locating the tree need: the engine,
+# the rules, libcst and black load when a command runs them (``check_tree``, ``rewrite_tree``).
+from sglang_eagle_sizing import __version__, command_of, interrupted_line, transaction
+from sglang_eagle_sizing.caches import CACHE_ENV
 from sglang_eagle_sizing.tree import (
     _OUR_HELPERS,
     ALLOW_FLAG,
@@ -40,6 +36,10 @@ from sglang_eagle_sizing.tree import (
     TreeError,
     display,
 )
+
+if TYPE_CHECKING:
+    from sglang_eagle_sizing.engine import Finding
+    from sglang_eagle_sizing.patch import TreeReport
 
 OK, WORK_TO_DO, ERROR = 0, 1, 2
 #: the name the tool is installed under (its console script)
@@ -238,6 +238,27 @@ def _print_problems(report: TreeReport, out) -> None:
         )
 
 
+def check_tree(tree: SglangTree, cache) -> TreeReport:
+    """``patch.check_tree``, loaded when a command runs it."""
+    from sglang_eagle_sizing.patch import check_tree
+
+    return check_tree(tree, cache)
+
+
+def rewrite_tree(tree: SglangTree) -> TreeReport:
+    """``patch.rewrite_tree``, loaded when a command runs it."""
+    from sglang_eagle_sizing.patch import rewrite_tree
+
+    return rewrite_tree(tree)
+
+
+def _refusals() -> tuple[type[Exception], ...]:
+    """The errors a command refuses with (one ``error:`` line): ``TreeError``, and
+    ``RewriteError`` once the engine that raises it is loaded."""
+    engine = sys.modules.get(f"{__package__}.engine")
+    return (TreeError,) if engine is None else (TreeError, engine.RewriteError)
+
+
 def _count(number: int, one: str, many: str | None = None) -> str:
     return f"{number} {one if number == 1 else (many or one + 's')}"
 
@@ -248,18 +269,21 @@ def main(argv: list[str] | None = None) -> int:
     global _PROGRAM, _WROTE
     _PROGRAM = program(None if argv is not None else sys.argv[0])
     _WROTE = False
-    args = _parser().parse_args(argv)
-    with transaction.handle_signals():
+    command = command_of(sys.argv[1:] if argv is None else argv)
+    with transaction.handle_signals():  # parsing too (a Ctrl-C there: the same one line)
         try:
-            return _main(args)
-        except KeyboardInterrupt as exc:
+            return _main(_parser().parse_args(argv))
+        except (KeyboardInterrupt, RuntimeError) as caught:
+            # Python 3.11 hands on an interrupt raised while a class is made (a dataclass
+            # field's __set_name__, as a module loads) as a RuntimeError caused by it
+            exc = caught if isinstance(caught, KeyboardInterrupt) else caught.__cause__
+            if not isinstance(exc, KeyboardInterrupt):
+                raise
             _flush()
             if sys.stderr.isatty():  # a progress line may be on the screen
                 sys.stderr.write("\r\x1b[K")
             what = exc.what if isinstance(exc, transaction.Interrupted) else ""
-            if not what and args.command in ("apply", "revert"):
-                what = f"{args.command} had finished" if _WROTE else "nothing written"
-            print(f"interrupted{': ' + what if what else ''}", file=sys.stderr)
+            print(interrupted_line(command, _WROTE, what), file=sys.stderr)
             return (
                 exc.exit_code if isinstance(exc, transaction.Interrupted) else 130
             )
@@ -286,7 +310,7 @@ def _main(args: argparse.Namespace) -> int:
     if hasattr(args, "run"):
         try:
             return args.run(args)
-        except (TreeError, RewriteError) as exc:
+        except _refusals() as exc:
             print(f"error: {exc}", file=sys.stderr)
             return ERROR
     tree = None
@@ -319,7 +343,7 @@ def _main(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
             return _apply(tree, report, force=args.force, quiet=args.quiet)
-    except (TreeError, RewriteError) as exc:
+    except _refusals() as exc:
         _flush()
         print(f"error: {_message(tree, exc)}", file=sys.stderr)
         return ERROR
@@ -328,7 +352,7 @@ def _main(args: argparse.Namespace) -> int:
 def _message(tree: SglangTree | None, exc: Exception) -> str:
     """An error as the user reads it: a file a rule could not rewrite is named from where
     they run the command, like every other path this tool prints."""
-    if isinstance(exc, RewriteError) and tree is not None:
+    if not isinstance(exc, TreeError) and tree is not None:  # a RewriteError
         where = f"{display(tree.srt / exc.file)}:{exc.line}"
         if exc.reason.startswith("cannot parse"):
             return f"{where}: {exc.reason}; nothing written"
@@ -339,6 +363,8 @@ def _message(tree: SglangTree | None, exc: Exception) -> str:
 def _check(tree: SglangTree, args: argparse.Namespace) -> int:
     """stdout: one line per piece of work; stderr: which tree, what it found, and the
     command that fixes it."""
+    from sglang_eagle_sizing.engine import FindingsCache, default_cache_dir
+
     interrupted = transaction.describe(tree)
     cache = FindingsCache(default_cache_dir()) if not args.no_cache else None
     report = check_tree(tree, cache)

@@ -35,6 +35,11 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from sglang_eagle_sizing import __version__
+from sglang_eagle_sizing.caches import (  # noqa: F401 - re-exported
+    CACHE_ENV,
+    cache_root,
+    default_cache_dir,
+)
 from sglang_eagle_sizing.concerns import all_enabled, any_enabled
 
 
@@ -600,28 +605,6 @@ def tool_fingerprint() -> str:
         digest.update(str(path.relative_to(package)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
-
-
-#: the one environment variable that moves every cache of this tool (check's findings under
-#: ``check/``, apply's and diff's rewrites under ``rewrite/``, the release wheel under ``wheels/``)
-CACHE_ENV = "SGLANG_EAGLE_SIZING_CACHE"
-
-
-def cache_root() -> Path:
-    """``$SGLANG_EAGLE_SIZING_CACHE``, else ``$XDG_CACHE_HOME/sglang-eagle-sizing``, else
-    ``~/.cache/sglang-eagle-sizing``."""
-    configured = os.environ.get(CACHE_ENV)
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".cache"
-    )
-    return Path(base) / "sglang-eagle-sizing"
-
-
-def default_cache_dir() -> Path:
-    """Where ``check`` keeps its findings."""
-    return cache_root() / "check"
 
 
 class FindingsCache:

@@ -21,12 +21,15 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sglang_eagle_sizing import concerns, series
-from sglang_eagle_sizing.engine import Finding, FindingsCache, default_cache_dir
+from sglang_eagle_sizing import concerns
 from sglang_eagle_sizing.families import BEFORE_REFACTOR
-from sglang_eagle_sizing.patch import SITE_LABELS, TreeReport, check_tree, rewrite_tree
 from sglang_eagle_sizing.tree import TreeError, display
+
+if TYPE_CHECKING:  # loaded when the command runs (series, the engine, the rules)
+    from sglang_eagle_sizing.engine import Finding
+    from sglang_eagle_sizing.patch import TreeReport
 
 HELP = (
     "print the change for SGLang's reviewers: a cover letter and the diff, or with --series "
@@ -145,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
     if args.series is not None:
         output_folder(args.series, "--series")
     tree = locate(args, args.path)
+    # the engine and the rules: after the checks that refuse at once
+    from sglang_eagle_sizing import series
+
     try:
         if args.series is not None:
             author = args.author or series.author_of(tree)
@@ -209,6 +215,9 @@ def configs_for(file: str) -> str:
 
 
 def site_changes(findings: list[Finding], sites: tuple) -> list[SiteChange]:
+    from sglang_eagle_sizing.engine import Finding
+    from sglang_eagle_sizing.patch import SITE_LABELS
+
     changes = []
     for site in sites:
         lines = sorted(
@@ -297,6 +306,10 @@ def pull_request(tree, gpu_test: bool = False, with_diff: bool = False) -> str:
     """The cover letter (the files and their line counts, not the diff: it would not fit a
     pull request's description), then with ``with_diff`` the whole diff (against the release
     tag on a patched checkout); the GPU end-to-end test only with ``gpu_test``."""
+    from sglang_eagle_sizing import series
+    from sglang_eagle_sizing.engine import FindingsCache, default_cache_dir
+    from sglang_eagle_sizing.patch import check_tree, rewrite_tree
+
     release = series.release_of(tree)
     written = series.patches(gpu_test, tree.family)
     with concerns.only(p.concern for p in written):

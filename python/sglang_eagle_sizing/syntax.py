@@ -493,12 +493,3 @@ def line_is(stmt: cst.CSTNode, source: str) -> bool:
         and len(stmt.body) == 1
         and flat(stmt.body[0]) == "".join(source.split())
     )
-
-
-def rewritten(source: str, change: tuple[str, str]) -> str:
-    """``source`` (text a family inserts) with a later concern's ``(old, new)`` made; ``old``
-    must occur once: the texts are ours, so anything else is a bug of the family's."""
-    old, new = change
-    if source.count(old) != 1:
-        raise AssertionError(f"{old!r} occurs {source.count(old)} times in the text it rewrites")
-    return source.replace(old, new)

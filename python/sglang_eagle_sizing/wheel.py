@@ -27,8 +27,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from sglang_eagle_sizing.engine import CACHE_ENV, cache_root
-from sglang_eagle_sizing.patch import rewrite_tree
+from sglang_eagle_sizing.caches import CACHE_ENV, cache_root
 from sglang_eagle_sizing.tree import KNOWN_VERSION, SglangTree, TreeError, display
 
 HELP = "build dist/sglang-0.5.11+eaglesizing1-<tags>.whl: the release wheel with the patch applied"
@@ -164,6 +163,8 @@ def _read_upstream(path: Path) -> tuple[WheelName, dict[str, tuple[bytes, int]]]
 
 def patched_files(files: dict[str, tuple[bytes, int]]) -> dict[str, bytes]:
     """``{entry name: new bytes}`` of the files the rewrite changes, run on an unpacked copy."""
+    from sglang_eagle_sizing.patch import rewrite_tree
+
     prefix = f"{PROJECT}/"
     with tempfile.TemporaryDirectory(prefix="sglang-eagle-sizing-wheel-") as tmp:
         root = Path(tmp)

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sglang_eagle_sizing import transaction
-from sglang_eagle_sizing.engine import FindingsCache, default_cache_dir
 from sglang_eagle_sizing.families import BEFORE_REFACTOR
 from sglang_eagle_sizing.families.release_0_5_11.sites import (
     GET_CONFIG_FILES,
@@ -26,7 +25,6 @@ from sglang_eagle_sizing.families.release_0_5_11.sites import (
     Kind,
     Phase,
 )
-from sglang_eagle_sizing.patch import check_tree, rewrite_tree
 from sglang_eagle_sizing.report.release_0_5_23 import captured_text, side
 from sglang_eagle_sizing.tree import KNOWN_VERSION, SglangTree
 
@@ -122,6 +120,9 @@ def _release_sources(files: tuple[str, ...]) -> dict[str, str]:
 
 def tree_sources(tree: SglangTree) -> tuple[dict[str, str], dict[str, str], str]:
     """(pristine, patched) texts of the site files, and where the pristine ones came from."""
+    from sglang_eagle_sizing.engine import FindingsCache, default_cache_dir
+    from sglang_eagle_sizing.patch import check_tree, rewrite_tree
+
     report = check_tree(tree, FindingsCache(default_cache_dir()))
     current = {f: tree.read(f) for f in report_files(tree)}
     any_routed = any(f.status == "routed" and f.label in ("decode", "extend") for f in report.findings)

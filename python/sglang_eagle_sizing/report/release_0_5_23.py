@@ -24,8 +24,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sglang_eagle_sizing import transaction
-from sglang_eagle_sizing.engine import FindingsCache, default_cache_dir
-from sglang_eagle_sizing.patch import check_tree, rewrite_tree
 from sglang_eagle_sizing.tree import SglangTree
 
 PROBE = Path(__file__).resolve().parents[1] / "probes" / "report_probe.py"
@@ -110,6 +108,9 @@ def _srt_file(tree: SglangTree, key: str) -> str:
 def both_trees(tree: SglangTree):
     """(unpatched root, patched root, where the unpatched one comes from), each a folder to
     put first on ``sys.path``."""
+    from sglang_eagle_sizing.engine import FindingsCache, default_cache_dir
+    from sglang_eagle_sizing.patch import check_tree, rewrite_tree
+
     report = check_tree(tree, FindingsCache(default_cache_dir()))
     scratch = Path(tempfile.mkdtemp(prefix="sglang-eagle-sizing-report-"))
     try:

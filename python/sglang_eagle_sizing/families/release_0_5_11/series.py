@@ -5,6 +5,7 @@ fork's CPU test (``fork_test_slices``); the last, the GPU end-to-end test, has n
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from sglang_eagle_sizing.families.release_0_5_11 import concerns
@@ -15,9 +16,12 @@ DESCRIPTIONS = Path(__file__).with_name("descriptions")
 #: every patch applies on the release after the ones before it
 NEEDS: dict[str, tuple[str, ...]] = {}
 
-PATCHES: tuple[Patch, ...] = tuple(read_patch(DESCRIPTIONS, c) for c in concerns.ORDER)
+@functools.cache
+def _every_patch() -> tuple[Patch, ...]:
+    """Each concern's patch, the GPU end-to-end test last; read when first asked for."""
+    return tuple(read_patch(DESCRIPTIONS, c) for c in concerns.ORDER)
 
 
 def patches(gpu_test: bool = False) -> tuple[Patch, ...]:
     """Every concern but the GPU end-to-end test (no GPU here); ``gpu_test`` adds it last."""
-    return PATCHES if gpu_test else PATCHES[:-1]
+    return _every_patch() if gpu_test else _every_patch()[:-1]

@@ -21,7 +21,7 @@ from sglang_eagle_sizing.families.release_0_5_23.inserted import (
     SPECULATORS_INDICES_PARSED,
     SPECULATORS_INDICES_RESOLVED,
 )
-from sglang_eagle_sizing.syntax import rewritten
+from sglang_eagle_sizing.texts import rewritten
 
 #: ``num_aux = getattr(<config>, "num_aux_hidden_states", None)`` and the ``if num_aux is
 #: None:`` block after it: the extend helper (the buffers' width) and the drafter's ``fc``.

@@ -26,9 +26,8 @@ from sglang_eagle_sizing.families.release_0_5_11.sites import (
     DecodePhase,
     ExtendPhase,
 )
-from sglang_eagle_sizing.syntax import rewritten, statements
-
-HELPER_NAMES = tuple(node.name.value for node in statements(inserted.HELPERS))
+from sglang_eagle_sizing.syntax import statements
+from sglang_eagle_sizing.texts import rewritten
 
 #: Whether the release's ``ModelConfig`` has ``spec_hidden_size`` (0.5.11 does; 0.5.9 and
 #: 0.5.10 do not, and read the width through ``inserted.SPEC_HIDDEN_SIZE_HELPER``).

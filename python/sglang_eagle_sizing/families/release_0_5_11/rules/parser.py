@@ -13,6 +13,8 @@ without it is reported as an unknown site and left as it is (apply stops).
 
 from __future__ import annotations
 
+import functools
+
 import libcst as cst
 from sglang_eagle_sizing.engine import Finding, Rule
 from sglang_eagle_sizing.families.release_0_5_11 import inserted
@@ -21,7 +23,12 @@ from sglang_eagle_sizing.families.release_0_5_11.sites import PARSER_FILE
 from sglang_eagle_sizing.syntax import statements
 
 FILE, ANCHOR = PARSER_FILE
-NAMES = tuple(node.name.value for node in statements(inserted.PARSER_HELPERS))
+
+
+@functools.cache
+def names() -> tuple[str, ...]:
+    """The functions ``inserted.PARSER_HELPERS`` defines (parsed when a rule first asks)."""
+    return tuple(node.name.value for node in statements(inserted.PARSER_HELPERS))
 
 
 class ParserRule(Rule):
@@ -34,9 +41,10 @@ class ParserRule(Rule):
             for node in original_node.body
             if isinstance(node, cst.FunctionDef)
         }
-        present = [name for name in NAMES if name in functions]
-        if len(present) == len(NAMES):
-            self.report(functions[NAMES[0]], "parser", Finding.ROUTED, "<module>")
+        expected = names()
+        present = [name for name in expected if name in functions]
+        if len(present) == len(expected):
+            self.report(functions[expected[0]], "parser", Finding.ROUTED, "<module>")
             return updated_node
         if present:
             raise self.fail(
