@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .. import sites as site_list
 from ..families import BEFORE_REFACTOR
+from ..shared_cache import filled_folder
 from . import models
 from .cases import Batch, Case
 from .server import (
@@ -422,11 +423,9 @@ def release_root(cache: Path, version: str = BEFORE_REFACTOR.known_version) -> P
     from ..wheel import cached_release_wheel
 
     root = cache / f"release-{version}"
-    if not (root / "sglang" / "srt").is_dir():
-        partial = cache / f"release-{version}.partial"
-        if partial.exists():
-            shutil.rmtree(partial)
+
+    def unpack(partial: Path) -> None:
         with zipfile.ZipFile(cached_release_wheel(version)) as wheel:
             wheel.extractall(partial, [n for n in wheel.namelist() if n.startswith("sglang/")])
-        partial.replace(root)
-    return root
+
+    return filled_folder(root, unpack, lambda: (root / "sglang" / "srt").is_dir())

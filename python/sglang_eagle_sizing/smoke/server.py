@@ -20,6 +20,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..shared_cache import filled_folder
+
 STANDINS = Path(__file__).resolve().parent / "standins"
 #: 0.5.23's own stand-ins (``standins_0_5_23/sitecustomize.py``), loaded only for its trees
 STANDINS_0_5_23 = Path(__file__).resolve().parent / "standins_0_5_23"
@@ -330,19 +332,16 @@ def mooncake_engine(cache: Path, python: str = sys.executable) -> Path:
     the servers' interpreter, which must import it."""
     name, version = MOONCAKE
     folder = cache / f"{name}-{version}"
-    if not (folder / "mooncake" / "engine.so").exists():
-        partial = cache / f"{name}-{version}.partial"
-        if partial.exists():
-            import shutil
 
-            shutil.rmtree(partial)
+    def install(partial: Path) -> None:
         command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
         command += ["--target", str(partial), f"{name}=={version}"]
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            raise ServerError(f"{partial}: pip install {name}=={version} failed ({last})")
-        partial.replace(folder)
+            raise ServerError(f"{folder}: pip install {name}=={version} failed ({last})")
+
+    filled_folder(folder, install, lambda: (folder / "mooncake" / "engine.so").exists())
     probe = subprocess.run(
         [str(python), "-c", "import mooncake.engine"],
         env={**os.environ, "PYTHONPATH": str(folder)},
