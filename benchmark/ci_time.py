@@ -79,6 +79,10 @@ def fresh_clone_run(work: Path) -> tuple[dict, float, Path, int]:
             str(clone / ".venv" / "bin" / "python"),
             "-m",
             "pytest",
+            "-n",  # as .ci/run: the test files on both cores
+            "2",
+            "--dist",
+            "loadfile",
             "-q",
             f"--junitxml={junit}",
         ],

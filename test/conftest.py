@@ -20,6 +20,7 @@ from sglang_eagle_sizing import patch
 from sglang_eagle_sizing.cli import main as cli_main
 from sglang_eagle_sizing.families import BEFORE_REFACTOR
 from sglang_eagle_sizing.families.release_0_5_11.sites import GET_CONFIG_FILES, SITE_FILES
+from sglang_eagle_sizing.smoke.server import PORT_SHARE_ENV as SERVER_PORT_SHARE_ENV
 from sglang_eagle_sizing.smoke.server import STUB_SOURCE as LIBCUDA_STUB_SOURCE
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
@@ -29,6 +30,13 @@ SUPPORT = Path(__file__).resolve().parent / "support"
 # The tests keep downloads in the checkout's .cache unless told otherwise.
 os.environ.setdefault("SGLANG_EAGLE_SIZING_CACHE", str(REPO / ".cache"))
 CACHE = Path(os.environ["SGLANG_EAGLE_SIZING_CACHE"])
+# Under pytest-xdist (gw0, gw1, ...) each worker's servers take their own share of the ports.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.setdefault(
+        SERVER_PORT_SHARE_ENV,
+        f"{os.environ['PYTEST_XDIST_WORKER'].removeprefix('gw')}/"
+        f"{os.environ['PYTEST_XDIST_WORKER_COUNT']}",
+    )
 SGLANG_VERSION = "0.5.11"
 
 

@@ -66,6 +66,36 @@ def test_free_port_is_on_loopback_in_range():
     assert low <= port <= high  # SGLang's gRPC port (+10000) must stay below 65536
 
 
+# SGLang 0.5.11's ports above --port: +1 (gRPC sidecar), +13 (DP handshake), +233..+238
+# (DP attention's ZMQ ports, ZMQ_TCP_PORT_DELTA 233 and the five above it)
+DERIVED = (0, 1, 13, *range(233, 239))
+
+
+def test_two_workers_servers_never_share_a_port(monkeypatch):
+    """Each pytest-xdist worker (conftest gives it its share) starts servers whose ports, the
+    derived ones too, none of the other worker's reach, nor the kernel's ephemeral ports."""
+    taken = []
+    for share in ("0/2", "1/2"):
+        monkeypatch.setenv(smoke_server.PORT_SHARE_ENV, share)
+        slots = smoke_server.port_slots()
+        assert len(slots) >= 20
+        taken.append({port + d for port in slots for d in DERIVED})
+        assert max(slots) + max(DERIVED) < smoke_server.PORT_RANGE[1]
+        assert max(slots) + 10000 < 65536
+        # one process's servers side by side (a PD pair and its bootstrap port): each its own
+        picked = [smoke_server.free_port() for _ in range(3)]
+        assert len(set(picked)) == 3 and set(picked) <= set(slots)
+    assert taken[0].isdisjoint(taken[1])
+    ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert max(taken[0] | taken[1]) < ephemeral_low
+
+
+def test_a_bad_port_share_is_one_line(monkeypatch):
+    monkeypatch.setenv(smoke_server.PORT_SHARE_ENV, "2/2")
+    with pytest.raises(smoke_server.ServerError, match=r"^SGLANG_EAGLE_SIZING_PORT_SHARE=2/2: "):
+        smoke_server.port_slots()
+
+
 @pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
 def test_interrupt_stops_the_servers_and_unwinds(tmp_path, signum):
     # SIGTERM too: a run started in the background of a script ignores SIGINT (POSIX job

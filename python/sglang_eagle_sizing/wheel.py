@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sglang_eagle_sizing.caches import CACHE_ENV, cache_root
+from sglang_eagle_sizing.shared_cache import filling
 from sglang_eagle_sizing.tree import KNOWN_VERSION, SglangTree, TreeError, display
 
 HELP = "build dist/sglang-0.5.11+eaglesizing1-<tags>.whl: the release wheel with the patch applied"
@@ -120,19 +121,26 @@ def cached_release_wheel(version: str = KNOWN_VERSION) -> Path:
     """The ``sglang==VERSION`` wheel (0.5.11 unless told), downloaded with pip the first time."""
     folder = cache_folder()
     pattern = f"{PROJECT}-{version}-*.whl"
-    found = sorted(folder.glob(pattern))
-    if not found:
-        folder.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
-        command += [f"{PROJECT}=={version}", "-d", str(folder)]
-        result = subprocess.run(command, check=False, capture_output=True, text=True)
-        found = sorted(folder.glob(pattern))
-        if result.returncode != 0 or not found:
-            last = (result.stderr.strip().splitlines() or ["no wheel"])[-1]
-            raise WheelError(
-                f"{display(folder)}: pip download {PROJECT}=={version} failed ({last})"
+
+    def found() -> list[Path]:
+        return sorted(folder.glob(pattern))
+
+    # pip downloads into a folder of this process's own; the wheel is renamed into place
+    with filling(folder / f"{PROJECT}-{version}", lambda: bool(found())) as partial:
+        if partial is not None:
+            command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
+            command += [f"{PROJECT}=={version}", "-d", str(partial)]
+            result = subprocess.run(
+                command, check=False, capture_output=True, text=True
             )
-    return found[0]
+            downloaded = sorted(partial.glob(pattern))
+            if result.returncode != 0 or not downloaded:
+                last = (result.stderr.strip().splitlines() or ["no wheel"])[-1]
+                raise WheelError(
+                    f"{display(folder)}: pip download {PROJECT}=={version} failed ({last})"
+                )
+            os.replace(downloaded[0], folder / downloaded[0].name)
+    return found()[0]
 
 
 def _read_upstream(path: Path) -> tuple[WheelName, dict[str, tuple[bytes, int]]]:

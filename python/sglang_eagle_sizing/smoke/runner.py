@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sglang_eagle_sizing.families import BEFORE_REFACTOR, Family
+from sglang_eagle_sizing.shared_cache import filled_folder
 from sglang_eagle_sizing.smoke import models, targets
 from sglang_eagle_sizing.smoke.cases import Batch, Case
 from sglang_eagle_sizing.smoke.server import (
@@ -394,11 +395,9 @@ def release_root(cache: Path, version: str = BEFORE_REFACTOR.known_version) -> P
     from sglang_eagle_sizing.wheel import cached_release_wheel
 
     root = cache / f"release-{version}"
-    if not (root / "sglang" / "srt").is_dir():
-        partial = cache / f"release-{version}.partial"
-        if partial.exists():
-            shutil.rmtree(partial)
+
+    def unpack(partial: Path) -> None:
         with zipfile.ZipFile(cached_release_wheel(version)) as wheel:
             wheel.extractall(partial, [n for n in wheel.namelist() if n.startswith("sglang/")])
-        partial.replace(root)
-    return root
+
+    return filled_folder(root, unpack, lambda: (root / "sglang" / "srt").is_dir())

@@ -20,6 +20,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sglang_eagle_sizing.shared_cache import filled_folder
+
 STUB_SOURCE = Path(__file__).resolve().parent / "libcuda_stub.c"
 #: the checkout of this tool (``python/sglang_eagle_sizing/smoke/server.py`` in it), whose
 #: ``scripts/setup.sh`` makes ``.venv-0.5.23``
@@ -83,23 +85,49 @@ def _install_handlers() -> None:
 
 
 #: SGLang derives more ports from --port (its gRPC port is --port + 10000, which must stay
-#: below 65536), so the main port comes from this range
-PORT_RANGE = (20000, 45000)
+#: below 65536), so the main port comes from this range: below the kernel's ephemeral ports
+#: (32768 and up), where SGLang's other ports (get_free_port) and every client socket's come from
+PORT_RANGE = (20000, 32000)
+#: the ports above --port one server may take (+1, +13, and +233..+238 under DP attention):
+#: every main port is the start of a slot this wide, so two servers' ports never meet
+PORT_SLOT = 240
+#: ``k/n``: this process and the servers it starts take only every n-th slot from the k-th
+#: (k from 0), so that n processes side by side (pytest-xdist workers) never take one
+#: another's ports; unset: every slot
+PORT_SHARE_ENV = "SGLANG_EAGLE_SIZING_PORT_SHARE"
+_slots_handed: list[int] = []
+
+
+def port_slots() -> list[int]:
+    """The main ports this process may give a server (``PORT_SHARE_ENV``)."""
+    share = os.environ.get(PORT_SHARE_ENV, "0/1")
+    k, _, n = share.partition("/")
+    if not (k.isdigit() and n.isdigit() and int(k) < int(n)):
+        raise ServerError(f"{PORT_SHARE_ENV}={share}: not k/n with 0 <= k < n")
+    k, n = int(k), int(n)
+    low, high = PORT_RANGE
+    return list(range(low + k * PORT_SLOT, high - PORT_SLOT + 1, n * PORT_SLOT))
 
 
 def free_port() -> int:
-    """A port of 127.0.0.1 in ``PORT_RANGE`` that nothing listens on now."""
+    """The start of a slot of ``port_slots()`` that nothing listens on now, and that this
+    process handed out longest ago (never two servers of one run the same slot)."""
     import random
 
-    for _ in range(200):
-        port = random.randint(*PORT_RANGE)
+    slots = port_slots()
+    fresh = [p for p in slots if p not in _slots_handed]
+    random.shuffle(fresh)
+    for port in fresh + [p for p in _slots_handed if p in slots]:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
-    raise ServerError(f"no free port of 127.0.0.1 in {PORT_RANGE}")
+        if port in _slots_handed:
+            _slots_handed.remove(port)
+        _slots_handed.append(port)
+        return port
+    raise ServerError(f"no free port of 127.0.0.1 among {len(slots)} in {PORT_RANGE}")
 
 
 def libcuda_stub(cache: Path) -> Path:
@@ -325,19 +353,16 @@ def mooncake_engine(cache: Path, python: str = sys.executable) -> Path:
     the servers' interpreter, which must import it."""
     name, version = MOONCAKE
     folder = cache / f"{name}-{version}"
-    if not (folder / "mooncake" / "engine.so").exists():
-        partial = cache / f"{name}-{version}.partial"
-        if partial.exists():
-            import shutil
 
-            shutil.rmtree(partial)
+    def install(partial: Path) -> None:
         command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
         command += ["--target", str(partial), f"{name}=={version}"]
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            raise ServerError(f"{partial}: pip install {name}=={version} failed ({last})")
-        partial.replace(folder)
+            raise ServerError(f"{folder}: pip install {name}=={version} failed ({last})")
+
+    filled_folder(folder, install, lambda: (folder / "mooncake" / "engine.so").exists())
     probe = subprocess.run(
         [str(python), "-c", "import mooncake.engine"],
         env={**os.environ, "PYTHONPATH": str(folder)},
