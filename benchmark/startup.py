@@ -1,6 +1,6 @@
 """How fast the commands answer, and what Ctrl-C does at each instant of ``apply`` (issue 37).
 
-    .venv/bin/python benchmark/startup.py [--before DIR] [--tree CHECKOUT] [--write docs/benchmarks.md]
+    .venv/bin/python benchmark/startup.py [--before DIR] [--tree CHECKOUT] [--write docs/development/benchmarks.md]
 
 One run: ``--help``, a usage error (``apply --bogus``) and a refused path (``apply`` on a
 folder that is not an SGLang tree) as the user runs them (the console script beside this
