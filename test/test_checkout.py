@@ -239,13 +239,24 @@ def test_inserted_test_files_reads_only_python_files(stand_in_tests):
 
 
 def test_the_package_ships_its_inserted_tests_folder():
-    """The folder exists in the package (a README explains it) and pyproject ships it."""
-    real = BEFORE_REFACTOR.inserted_tests
-    assert (real / "README.md").is_file()
-    from conftest import REPO
+    """The folder exists in the package (a README explains it) and pyproject's package data
+    covers every file of it, in every family."""
+    import tomllib
+    from fnmatch import fnmatch
 
-    pyproject = (REPO / "pyproject.toml").read_text()
-    assert '"inserted_tests/**/*.py"' in pyproject
+    from conftest import REPO
+    from sglang_eagle_sizing import families
+
+    assert (BEFORE_REFACTOR.inserted_tests / "README.md").is_file()
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = setuptools["package-data"]["sglang_eagle_sizing"]
+    package = Path(families.__file__).resolve().parents[1]
+    for family in families.FAMILIES:
+        files = [p for p in family.inserted_tests.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+        assert files, family.name
+        for path in files:
+            name = path.relative_to(package).as_posix()
+            assert any(fnmatch(name, pattern) for pattern in patterns), name
 
 
 def test_the_checkout_is_tagged_like_upstream(checkout_source):

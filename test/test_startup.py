@@ -176,7 +176,7 @@ INSTANTS = {
     "cli importing its modules": "argparse",
     "cli imported, main parsing": "sglang_eagle_sizing.cli",
     "apply loading libcst": "libcst",
-    "apply loading the rules": "sglang_eagle_sizing.families.release_0_5_11.rules",
+    "apply loading the rules": "sglang_eagle_sizing.families.release_0_5_11.rules.aux_flag",
 }
 
 
