@@ -172,7 +172,7 @@ def checkout(checkout_source, tmp_path) -> Path:
 @pytest.fixture
 def stand_in_tests(tmp_path_factory, monkeypatch) -> dict[str, bytes]:
     """Point the mechanism at a small tree of stand-in fork tests (the real ones are the
-    package's inserted_tests/); returns them as ``inserted_test_files()`` does."""
+    package's inserted_tests/); returns them as ``inserted_test_files(BEFORE_REFACTOR)`` does."""
     folder = write_stand_in_tests(tmp_path_factory.mktemp("inserted_tests"))
     monkeypatch.setitem(patch.INSERTED_TESTS, BEFORE_REFACTOR.name, folder)
     return {key: text.encode() for key, text in STAND_IN_TESTS.items()}

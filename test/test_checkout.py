@@ -235,7 +235,7 @@ def test_a_checkout_without_git_keeps_its_state_in_the_package(
 
 
 def test_inserted_test_files_reads_only_python_files(stand_in_tests):
-    assert patch.inserted_test_files() == stand_in_tests
+    assert patch.inserted_test_files(BEFORE_REFACTOR) == stand_in_tests
 
 
 def test_the_package_ships_its_inserted_tests_folder():

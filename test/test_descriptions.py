@@ -24,6 +24,7 @@ from sglang_eagle_sizing.families.release_0_5_11.fork_test_slices import (
 )
 from sglang_eagle_sizing.families.release_0_5_11.rules import RULES
 from sglang_eagle_sizing.patch import inserted_test_files
+from sglang_eagle_sizing.families import BEFORE_REFACTOR
 
 SECTIONS = (
     "## Motivation",
@@ -51,7 +52,7 @@ MODEL_SIDE = ("models/", "model_executor/")
 
 
 def _patch(concern: str) -> series.Patch:
-    return next(p for p in series.patches(gpu_test=True) if p.concern == concern)
+    return next(p for p in BEFORE_REFACTOR.patches(gpu_test=True) if p.concern == concern)
 
 
 def _test_files(concern: str) -> list[str]:
@@ -64,7 +65,7 @@ def _test_files(concern: str) -> list[str]:
 
 def test_the_package_ships_its_descriptions():
     """pyproject's package data covers every description (a wheel without them has no
-    ``series.patches()``)."""
+    ``BEFORE_REFACTOR.patches()``)."""
     pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
     setuptools = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]
     patterns = setuptools["package-data"]["sglang_eagle_sizing"]
@@ -78,7 +79,7 @@ def test_every_concern_has_its_file_and_nothing_else():
     assert sorted(p.name for p in series_0_5_11.DESCRIPTIONS.glob("*")) == sorted(
         f"{c}.md" for c in concerns_0_5_11.ORDER
     )
-    assert tuple(p.concern for p in series.patches(gpu_test=True)) == concerns_0_5_11.ORDER
+    assert tuple(p.concern for p in BEFORE_REFACTOR.patches(gpu_test=True)) == concerns_0_5_11.ORDER
     for path in series_0_5_11.DESCRIPTIONS.glob("*.md"):
         assert path.read_text().startswith("# [Spec] "), path.name
 
@@ -107,13 +108,13 @@ def test_the_commands_and_paths_named_are_the_patchs_own(concern):
     assert commands == _test_files(concern), concern
     count = concerns_0_5_11.ORDER.index(concern) + 1
     with concerns.only(concerns_0_5_11.prefix(count)):
-        landed = inserted_test_files()
+        landed = inserted_test_files(BEFORE_REFACTOR)
     named = re.findall(r"`((?:test/registered|python/sglang/test)/[^`\s]+\.py)`", body)
     for path in named:
         assert path in landed, (concern, path)
     # a harness module named bare (`cases.py`) is one the patch adds
     for name in re.findall(r"`(\w+\.py)`", body):
-        if f"{HARNESS_DIR}/{name}" in inserted_test_files():
+        if f"{HARNESS_DIR}/{name}" in inserted_test_files(BEFORE_REFACTOR):
             assert f"{HARNESS_DIR}/{name}" in landed, (concern, name)
 
 
@@ -121,7 +122,7 @@ def test_the_commands_and_paths_named_are_the_patchs_own(concern):
     "concern", [c for c in concerns_0_5_11.ORDER if c != concerns_0_5_11.E2E_TEST]
 )
 def test_the_test_classes_named_are_in_the_patchs_test_files(concern):
-    files = inserted_test_files()
+    files = inserted_test_files(BEFORE_REFACTOR)
     defined: dict[str, set[str]] = {}
     for key in _test_files(concern):
         for node in ast.parse(files[key]).body:
@@ -143,7 +144,7 @@ def test_accuracy_exactly_where_model_side_code_changes():
         for c in rule.concerns
         if any(f.startswith(MODEL_SIDE) for f in (rule.files or ()))
     }
-    with_accuracy = {p.concern for p in series.patches(gpu_test=True) if "\n### Accuracy\n" in p.body}
+    with_accuracy = {p.concern for p in BEFORE_REFACTOR.patches(gpu_test=True) if "\n### Accuracy\n" in p.body}
     assert with_accuracy == model_side
     for concern in with_accuracy:
         accuracy = (

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from sglang_eagle_sizing import concerns, patch
 from sglang_eagle_sizing.families.release_0_5_11 import concerns as concerns_0_5_11
+from sglang_eagle_sizing.families import BEFORE_REFACTOR
 
 #: what the suite runner leaves out of its glob of ``test/registered/``
 NOT_COLLECTED = ("conftest.py", "__init__.py")
@@ -55,7 +56,7 @@ def test_every_file_the_patch_adds_under_test_registered_is_a_registered_test(
 ):
     """Patch ``count`` of the series (the last: the whole change, GPU test included)."""
     with concerns.only(concerns_0_5_11.prefix(count)):
-        files = patch.inserted_test_files()
+        files = patch.inserted_test_files(BEFORE_REFACTOR)
     paths = collected(files, tmp_path)
     assert paths, concerns_0_5_11.ORDER[count - 1]
     registries = ci_register().collect_tests(paths, sanity_check=True)

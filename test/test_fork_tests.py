@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SUPPORT, probe_json, run_python
 from sglang_eagle_sizing.families.release_0_5_11.sites import SITES, Kind
+from sglang_eagle_sizing.families import BEFORE_REFACTOR
 
 sys.path.insert(0, str(SUPPORT))
 from mutants import (
@@ -103,7 +104,7 @@ def test_inserted_tests_are_the_cpu_folder_and_the_gpu_file():
     )
     from sglang_eagle_sizing.patch import inserted_test_files
 
-    files = sorted(inserted_test_files())
+    files = sorted(inserted_test_files(BEFORE_REFACTOR))
     cpu = sorted(p.relative_to(INSERTED).as_posix() for p in CPU_TESTS.glob("*.py"))
     harness = sorted(p.relative_to(INSERTED).as_posix() for p in HARNESS_MODULES)
     assert files == sorted([*cpu, *harness, GPU_TEST.relative_to(INSERTED).as_posix()])

@@ -110,6 +110,26 @@ def test_the_engine_loads_no_family_until_a_tree_asks():
     assert out.stdout.split() == []
 
 
+#: the engine: what knows no release (each family comes to it as a ``families.Family``)
+ENGINE = (
+    "cli", "engine", "syntax", "texts", "tree", "transaction", "patch", "series", "pr",
+    "concerns", "caches", "shared_cache", "shared",
+)
+
+
+def test_the_engine_names_no_family():
+    """The engine takes a tree's family from the registry (``FAMILIES``, ``family_of_version``,
+    ...), never a family by name: a third family changes none of its modules."""
+    modules = _modules()
+    by_name = {"BEFORE_REFACTOR", "AFTER_REFACTOR"}
+    for name in ENGINE:
+        path = modules[f"sglang_eagle_sizing.{name}"]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(families.__name__):
+                assert node.module == families.__name__, (name, node.module)
+                assert not {a.name for a in node.names} & by_name, (name, node.lineno)
+
+
 # -- a new family from the recipe ----------------------------------------------------------
 
 TOY_FILES = {
@@ -186,7 +206,9 @@ def toy_family(tmp_path_factory, monkeypatch):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     monkeypatch.setattr(families, "__path__", [*families.__path__, str(folders)])
-    toy = families.Family("9.9.9", ("9.9.9",), "release_9_9_9", (9, 9, 9), (9, 9, 9, 999))
+    toy = families.Family(
+        "9.9.9", ("9.9.9",), "release_9_9_9", (9, 9, 9), (9, 9, 9, 999), "route the toy site"
+    )
     monkeypatch.setattr(families, "FAMILIES", (*families.FAMILIES, toy))
     yield toy
     for name in [m for m in sys.modules if m.startswith(toy.module)]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import shutil
 
 import pytest
 from conftest import make_checkout, run_cli
@@ -97,3 +98,18 @@ def test_smoke_pair_help_names_every_target_class_pair_serves():
     plain = words.lower().replace("-", "")
     for architecture in (*TARGETS, *OWN_CLASS, *MOE_DENSE):
         assert _stem(architecture) in plain, (architecture, words)
+
+
+def test_revert_without_a_backup_on_0_5_23_tells_a_patched_checkout_from_a_pristine_one(
+    release_0_5_23, tmp_path
+):
+    """The modules the patch adds mark a patched 0.5.23 tree: without the backup, revert
+    points to git there, and says the tree is not patched where they are absent."""
+    fork = make_checkout(release_0_5_23, tmp_path / "fork", "v0.5.23")
+    code, out, err = run_cli("revert", str(fork))
+    assert (code, out) == (2, "") and "(the tree is not patched)" in err, err
+    assert run_cli("apply", "-q", str(fork))[0] == 0
+    shutil.rmtree(fork / ".git" / "sglang-eagle-sizing")
+    code, out, err = run_cli("revert", str(fork))
+    assert (code, out) == (2, "")
+    assert "git revert the commit that applied it" in err and len(err.splitlines()) == 1, err

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from conftest import REPO, SUPPORT, run_cli, tree_digest
 from sglang_eagle_sizing.families.release_0_5_11.sites import GET_CONFIG_FILES, SITE_FILES
-from sglang_eagle_sizing.tree import TESTED_VERSIONS
+from sglang_eagle_sizing.families import BEFORE_REFACTOR
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
 sys.path.insert(0, str(SUPPORT))
@@ -35,7 +35,7 @@ CPU_TESTS = (
 
 
 def test_the_older_releases_are_the_tested_ones_before_0_5_11():
-    assert list(TESTED_VERSIONS) == [*OLDER, "0.5.11"]
+    assert list(BEFORE_REFACTOR.tested_versions) == [*OLDER, "0.5.11"]
 
 
 def _lint(srt, files) -> Counter:

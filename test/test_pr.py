@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 from conftest import git
-from sglang_eagle_sizing import series
 from sglang_eagle_sizing.cli import main as cli_main
 from sglang_eagle_sizing.families.release_0_5_11.sites import SITES
 from sglang_eagle_sizing.patch import SITE_LABELS, check_tree
 from sglang_eagle_sizing.tree import SglangTree
+from sglang_eagle_sizing.families import BEFORE_REFACTOR
 
 SECTIONS = ("## Sites", "## The series", "## The diff")
 FOREIGN = re.compile(r"sglang-eagle-sizing|sglang_eagle_sizing|docs/[a-z-]+\.md|sites-0\.5\.11|/work/")
@@ -107,7 +107,7 @@ def test_every_site_is_listed_with_the_lines_check_finds(printed, release):
 
 def test_the_series_is_described_in_order_in_sglangs_terms(printed):
     description = _description(printed)
-    positions = [description.find(f". {p.subject}\n") for p in series.patches()]
+    positions = [description.find(f". {p.subject}\n") for p in BEFORE_REFACTOR.patches()]
     assert -1 not in positions and positions == sorted(positions)
     assert printed.startswith("# [Spec] ")
     assert not FOREIGN.search(description), FOREIGN.search(description).group(0)

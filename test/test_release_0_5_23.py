@@ -318,9 +318,8 @@ def test_the_series_table_in_the_docs_is_the_series(tmp_path):
 def test_pr_describes_every_patch_of_the_series(fork):
     code, out, err = run("pr", str(fork))
     assert code == 0, err
-    from sglang_eagle_sizing import series
 
-    for number, patch in enumerate(series.patches(family=families.AFTER_REFACTOR), start=1):
+    for number, patch in enumerate(families.AFTER_REFACTOR.patches(), start=1):
         assert f"## {number}. {patch.subject}\n" in out
     assert git_status(fork) == []
 

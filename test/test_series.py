@@ -25,12 +25,12 @@ from series_check import (  # noqa: E402
     write_series,
 )
 from sglang_eagle_sizing import (
-    concerns,
-    series,  # noqa: E402
+    concerns,  # noqa: E402
 )
 from sglang_eagle_sizing.cli import main as cli_main  # noqa: E402
 from sglang_eagle_sizing.families.release_0_5_11 import concerns as concerns_0_5_11
 from sglang_eagle_sizing.families.release_0_5_11 import fork_test_slices  # noqa: E402
+from sglang_eagle_sizing.families import BEFORE_REFACTOR
 
 #: the commits whose fork test CI runs (1-based): the first with the worker harness (the
 #: parser) and the routing, where the sizing tests land
@@ -55,7 +55,8 @@ def written(checkout_source, tmp_path_factory):
 def test_git_am_of_the_series_leaves_the_tree_apply_writes(written, tmp_path):
     """All but the GPU end-to-end test, which the default series leaves out."""
     checkout, clone, _, patches, commits = written
-    assert len(commits) == len(patches) == len(series.patches()) == len(series.patches(gpu_test=True)) - 1
+    default = BEFORE_REFACTOR.patches()
+    assert len(commits) == len(patches) == len(default) == len(BEFORE_REFACTOR.patches(gpu_test=True)) - 1
     applied = tmp_path / "applied"
     shutil.copytree(checkout, applied, symlinks=True)
     assert cli_main(["apply", "--quiet", str(applied)]) == 0
@@ -75,13 +76,13 @@ def test_the_gpu_test_is_an_opt_in_last_patch_of_that_file_alone():
     from sglang_eagle_sizing.families.release_0_5_11.rules import RULES
     from sglang_eagle_sizing.patch import inserted_test_files
 
-    assert series.patches(gpu_test=True)[:-1] == series.patches()
-    assert series.patches(gpu_test=True)[-1].concern == concerns_0_5_11.E2E_TEST
-    assert series.patches()[-1].concern != concerns_0_5_11.E2E_TEST
+    assert BEFORE_REFACTOR.patches(gpu_test=True)[:-1] == BEFORE_REFACTOR.patches()
+    assert BEFORE_REFACTOR.patches(gpu_test=True)[-1].concern == concerns_0_5_11.E2E_TEST
+    assert BEFORE_REFACTOR.patches()[-1].concern != concerns_0_5_11.E2E_TEST
     assert not any(concerns_0_5_11.E2E_TEST in rule.concerns for rule in RULES)
-    with concerns.only(p.concern for p in series.patches()):
-        assert fork_test_slices.E2E_TEST not in inserted_test_files()
-    assert fork_test_slices.E2E_TEST in inserted_test_files()
+    with concerns.only(p.concern for p in BEFORE_REFACTOR.patches()):
+        assert fork_test_slices.E2E_TEST not in inserted_test_files(BEFORE_REFACTOR)
+    assert fork_test_slices.E2E_TEST in inserted_test_files(BEFORE_REFACTOR)
 
 
 #: Lines of SGLang's files a later patch changes after an earlier one added them, and why: the
@@ -118,10 +119,10 @@ def test_no_patch_takes_back_what_an_earlier_one_added(written):
 def test_each_commit_keeps_its_subject_in_sglangs_style(written):
     _, clone, _, _, _ = written
     subjects = subprocess.run(
-        ["git", "log", "--reverse", "--format=%s", f"HEAD~{len(series.patches())}..HEAD"],
+        ["git", "log", "--reverse", "--format=%s", f"HEAD~{len(BEFORE_REFACTOR.patches())}..HEAD"],
         cwd=clone, capture_output=True, text=True, check=True,
     ).stdout.splitlines()
-    assert subjects == [p.subject for p in series.patches()]
+    assert subjects == [p.subject for p in BEFORE_REFACTOR.patches()]
     assert all(re.match(r"\[(Spec|Attention)\] [A-Z]", s) for s in subjects)
 
 
@@ -196,12 +197,12 @@ def test_each_patch_adds_the_test_files_of_its_concern_and_the_harness_they_impo
     )
     from sglang_eagle_sizing.patch import inserted_test_files
 
-    whole = inserted_test_files()
+    whole = inserted_test_files(BEFORE_REFACTOR)
     landed: set[str] = set()
     for count, concern in enumerate(concerns_0_5_11.ORDER[:-1], start=1):
         landed |= {name for name, c in TEST_CONCERNS.items() if c == concern}
         with concerns.only(concerns_0_5_11.prefix(count)):
-            files = inserted_test_files()
+            files = inserted_test_files(BEFORE_REFACTOR)
         names = {key.rsplit("/", 1)[-1] for key in files}
         assert {n for n in names if n.startswith("test_")} == landed, concern
         assert "__init__.py" in names and names <= {"__init__.py", *HARNESS, *landed}

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 # the rules, libcst and black load when a command runs them (``check_tree``, ``rewrite_tree``).
 from sglang_eagle_sizing import __version__, command_of, interrupted_line, transaction
 from sglang_eagle_sizing.caches import CACHE_ENV
+from sglang_eagle_sizing.families import FAMILIES
 from sglang_eagle_sizing.tree import (
-    _OUR_HELPERS,
     ALLOW_FLAG,
     TESTED_TEXT,
     SglangTree,
@@ -50,15 +50,14 @@ REFUSAL_HELP = "sglang-eagle-sizing apply --help says what to do"
 #: the help's account of refusals (the epilog of check, diff and apply)
 REFUSALS = (
     "Refusals. apply writes nothing (exit 2) when the tree holds a place the rules do not "
-    "know (0.5.9-0.5.11: a hidden-state width or idle input in a place or shape the release "
-    "does not have, listed 'unknown' or 'not found' with file:line), or a place a rule owns "
-    "but cannot rewrite without moving or dropping a statement of the fork's own (named with "
-    "file:line and why). Bring that place back to the shape of the tree's release (0.5.9 to "
-    "0.5.11, or 0.5.23: git diff against its tag shows it), or make the change there by hand as "
-    "the patch makes it elsewhere (0.5.9-0.5.11: route it through hidden_size_for/dtype_for "
-    "as the other sites are), then run apply again; check lists what is left. A statement of "
-    "the fork's near a site is kept where it is, in its order, or refused: never moved "
-    "silently."
+    "know (e.g. a hidden-state width or idle input in a place or shape the release does not "
+    "have, listed 'unknown' or 'not found' with file:line), or a place a rule owns but cannot "
+    "rewrite without moving or dropping a statement of the fork's own (named with file:line "
+    "and why). Bring that place back to the shape of the tree's release ("
+    + " or ".join(family.name for family in FAMILIES)
+    + "; git diff against its tag shows it), or make the change there by hand as the patch "
+    "makes it elsewhere, then run apply again; check lists what is left. A statement of the "
+    "fork's near a site is kept where it is, in its order, or refused: never moved silently."
 )
 
 #: Commands that live in their own module. Each module defines ``HELP`` (one line),
@@ -76,11 +75,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="sglang-eagle-sizing",
         description=(
             "Patch an SGLang tree so that EAGLE's hidden-state sizes come from one source "
-            "of truth. 0.5.9-0.5.11: route every sizing site through "
-            "EagleDraftInput/EagleDraftExtendInput.hidden_size_for and dtype_for. 0.5.23, "
-            "whose sites upstream already routes: make the readers of the EAGLE-3 aux-layer "
-            "count ask one parser and fix what is left where upstream decides it. The tree's "
-            "version picks its family."
+            "of truth. "
+            + " ".join(f"{family.name}: {family.summary}." for family in FAMILIES)
+            + " The tree's version picks its family."
         ),
     )
     parser.add_argument(
@@ -535,13 +532,7 @@ def _nothing_to_revert(tree: SglangTree) -> None:
     """No backup: say so, and on a patched tree where the patch went (into a commit, most
     likely) and how to take it out."""
     where = f"{display(tree.package)}: no backup of an apply here; nothing to revert"
-    # the helpers this patch inserts (what tells it from upstream's refactor too): no rules run
-    if tree.family.new_modules:
-        patched = any((tree.srt / file).exists() for file in tree.family.new_modules)
-    else:
-        info = tree.read("speculative/eagle_info.py")
-        patched = any(f"def {name}(" in info for name in _OUR_HELPERS)
-    if not patched:
+    if not tree.family.carries_patch(tree.srt):
         raise TreeError(f"{where} (the tree is not patched)")
     if tree.git_dir is not None:
         raise TreeError(

@@ -32,7 +32,7 @@ from sglang_eagle_sizing.engine import (
     tool_fingerprint,
     unified_diff,
 )
-from sglang_eagle_sizing.families import BEFORE_REFACTOR, Family, family_named
+from sglang_eagle_sizing.families import Family, family_named
 from sglang_eagle_sizing.syntax import line_length
 from sglang_eagle_sizing.transaction import FileChange
 from sglang_eagle_sizing.tree import SglangTree, TreeError
@@ -44,7 +44,7 @@ SITE_LABELS = frozenset({"decode", "extend"})
 INSERTED_TESTS: dict[str, Path] = {}
 
 
-def inserted_test_files(family: Family = BEFORE_REFACTOR) -> dict[str, bytes]:
+def inserted_test_files(family: Family) -> dict[str, bytes]:
     """The test files the patch adds to a checkout: ``{path from the checkout root: bytes}``;
     under ``concerns.only``, what the concerns enabled add of them (the family's
     ``sites.test_files``)."""
@@ -320,8 +320,7 @@ class RewriteCache:
     or unwritable is a miss."""
 
     def __init__(
-        self, length: int | None, release: str | None, family: Family = BEFORE_REFACTOR
-    ):
+        self, length: int | None, release: str | None, family: Family):
         self.folder = cache_root() / "rewrite"
         release_key = hashlib.sha256((release or "").encode()).hexdigest() if release else None
         self.salt = f"{_fingerprint()}\0{length}\0{release_key}\0{family.name}\0"

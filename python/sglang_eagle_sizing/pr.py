@@ -1,7 +1,7 @@
 """``sglang-eagle-sizing pr [--series DIR] [--diff] [PATH]``: the change as SGLang's reviewers
 take it.
 
-With ``--series DIR``: one ``git format-patch`` file per concern (``series.patches``), which
+With ``--series DIR``: one ``git format-patch`` file per concern (the family's ``patches``), which
 ``git am --keep-non-patch DIR/*.patch`` applies in order on a git checkout of the release,
 leaving the tree ``apply`` writes but for the GPU end-to-end test file, which has never run
 and comes only with ``--with-gpu-test`` (as the last patch). Without ``--series``: the same
@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sglang_eagle_sizing import concerns
-from sglang_eagle_sizing.families import BEFORE_REFACTOR
 from sglang_eagle_sizing.tree import TreeError, display
 
 if TYPE_CHECKING:  # loaded when the command runs (series, the engine, the rules)
@@ -311,14 +310,14 @@ def pull_request(tree, gpu_test: bool = False, with_diff: bool = False) -> str:
     from sglang_eagle_sizing.patch import check_tree, rewrite_tree
 
     release = series.release_of(tree)
-    written = series.patches(gpu_test, tree.family)
+    written = tree.family.patches(gpu_test)
     with concerns.only(p.concern for p in written):
         report: TreeReport = rewrite_tree(release)
     if report.unknown or report.missing:
         raise PrError(f"{display(tree.srt)}: sizing sites the rules cannot handle; run check")
     if not report.changed and not report.tests_to_add and not report.modules_to_add:
         raise PrError(f"{display(tree.srt)}: nothing to change")
-    if tree.family is not BEFORE_REFACTOR:
+    if not tree.family.sites:  # upstream routes every site: the changes, no site table
         return _after_refactor_pull_request(report, written, with_diff)
     findings = check_tree(release, FindingsCache(default_cache_dir())).findings
     changes = site_changes(findings, tree.family.sites)

@@ -25,7 +25,6 @@ from sglang_eagle_sizing.engine import (
     git_header,
     unified_diff,
 )
-from sglang_eagle_sizing.families import BEFORE_REFACTOR, Family
 from sglang_eagle_sizing.patch import TreeReport, check_tree, rewrite_tree
 from sglang_eagle_sizing.tree import SglangTree, TreeError, _git
 
@@ -49,12 +48,6 @@ def read_patch(folder: Path, concern: str) -> Patch:
     subject on the first line (a ``# `` heading), the body after it."""
     heading, _, body = (folder / f"{concern}.md").read_text().partition("\n")
     return Patch(concern, heading.removeprefix("# "), body.lstrip("\n"))
-
-
-def patches(gpu_test: bool = False, family: Family = BEFORE_REFACTOR) -> tuple[Patch, ...]:
-    """The patches ``pr`` writes for ``family``: its series (``families/<family>/series.py``);
-    ``gpu_test`` (``pr --with-gpu-test``) adds a family's GPU end-to-end test where it has one."""
-    return family.patches(gpu_test)
 
 
 # -- the trees ---------------------------------------------------------------------------
@@ -152,12 +145,13 @@ class Step:
 
 def steps(tree: SglangTree, gpu_test: bool = False, progress=None) -> list[Step]:
     """The series for ``tree`` (a release, or a checkout patched from one): one step per
-    concern of ``patches(gpu_test)``, each the difference between the tree with the concerns
+    concern of the family's ``patches(gpu_test)`` (``pr --with-gpu-test`` adds its GPU end-to-end
+    test where it has one), each the difference between the tree with the concerns
     before it and with it. ``progress``: called with (patch number, patches, subject) before
     each is computed."""
     release = release_of(tree)
-    written = patches(gpu_test, tree.family)
-    every = patches(True, tree.family)
+    written = tree.family.patches(gpu_test)
+    every = tree.family.patches(True)
     if progress:
         progress(0, len(written), "the whole change")
     whole = rewrite_tree(release)

@@ -10,8 +10,9 @@ Two layouts:
 - a **package** folder (``sglang`` as installed, or unpacked from a wheel): diffs name files from
   its parent (``sglang/srt/...``), the state lives in ``<sglang>/.eagle-sizing-backup/``.
 
-The version is read wherever the tree records it (``TreeVersion.source`` says where); only
-``TESTED_VERSIONS`` are accepted, any other is refused unless the caller allows it.
+The version is read wherever the tree records it (``TreeVersion.source`` says where); only the
+releases a family is tested on (``families/``) are accepted, any other is refused unless the caller
+allows it.
 """
 
 from __future__ import annotations
@@ -25,21 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sglang_eagle_sizing.families import (
-    BEFORE_REFACTOR,
     Family,
     family_of_structure,
     family_of_version,
     is_tested,
     tested_text,
+    upstream_first_refactor,
 )
 
-#: The SGLang release whose sites ``sites.py`` lists (the fork wheel's and the report's base).
-KNOWN_VERSION = BEFORE_REFACTOR.known_version
-#: The releases the patch is tested on, per family (``families/``): applied, checked,
-#: linted and reverted on each one's wheel, and the fork's CPU tests run on each patched tree
-#: (test/test_older_releases.py, test/test_release_0_5_23.py).
-TESTED_VERSIONS = BEFORE_REFACTOR.tested_versions
-#: ``0.5.9, 0.5.10, 0.5.10.post1, 0.5.11 and 0.5.23``, for messages
+#: The releases the patch is tested on, every family's (``families/``), for messages
 TESTED_TEXT = tested_text()
 #: where a git checkout keeps this tool's state, under its git directory
 GIT_STATE_DIR = "sglang-eagle-sizing"
@@ -49,9 +44,6 @@ LOCK = ".eagle-sizing.lock"
 EDITED_DIR = ".eagle-sizing-edited"
 #: the option that lets another version through, named in messages
 ALLOW_FLAG = "--allow-untested-version"
-#: functions the patch inserts into eagle_info.py: a tree with the classmethods but without
-#: them carries upstream's own version of the refactor
-_OUR_HELPERS = ("get_draft_runner", "validate_eagle_draft_config")
 
 
 class TreeError(Exception):
@@ -179,7 +171,7 @@ class SglangTree:
         the version is known, before any other refusal.
 
         ``path``: an ``sglang`` package folder, or a checkout root holding ``python/sglang``;
-        ``None``: the installed ``sglang``. A version not in ``TESTED_VERSIONS`` is refused
+        ``None``: the installed ``sglang``. A version no family is tested on is refused
         (naming it and where it was read) unless ``allow_untested_version``; a tree carrying
         upstream's own refactor is refused unless ``allow_upstream_refactor`` (``smoke`` serves
         one, as the comparison, and writes nothing)."""
@@ -260,25 +252,9 @@ class SglangTree:
 
     def upstream_refactor(self) -> str | None:
         """``eagle_info.py:LINE`` of ``EagleDraftInput.hidden_size_for`` when the tree has it
-        but not the helpers this patch inserts with it: upstream's refactor (0.5.12+).
-        """
-        path = self.srt / "speculative" / "eagle_info.py"
-        try:
-            module = ast.parse(path.read_bytes())
-        except (OSError, SyntaxError, ValueError):
-            return None
-        functions = {n.name for n in module.body if isinstance(n, ast.FunctionDef)}
-        if any(name in functions for name in _OUR_HELPERS):
-            return None
-        for node in module.body:
-            if isinstance(node, ast.ClassDef) and node.name == "EagleDraftInput":
-                for item in node.body:
-                    if (
-                        isinstance(item, ast.FunctionDef)
-                        and item.name == "hidden_size_for"
-                    ):
-                        return f"{display(path)}:{item.lineno}"
-        return None
+        but not the patch of its family: upstream's first refactor (0.5.12)."""
+        found = upstream_first_refactor(self.srt, self.family)
+        return None if found is None else f"{display(found[0])}:{found[1]}"
 
     # -- the version ----------------------------------------------------------------------
     def _find_version(self) -> TreeVersion | None:

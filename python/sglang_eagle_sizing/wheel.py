@@ -28,14 +28,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sglang_eagle_sizing.caches import CACHE_ENV, cache_root
+from sglang_eagle_sizing.families import BEFORE_REFACTOR
 from sglang_eagle_sizing.shared_cache import filling
-from sglang_eagle_sizing.tree import KNOWN_VERSION, SglangTree, TreeError, display
+from sglang_eagle_sizing.tree import SglangTree, TreeError, display
 
 HELP = "build dist/sglang-0.5.11+eaglesizing1-<tags>.whl: the release wheel with the patch applied"
 
 OK, ERROR = 0, 2
 PROJECT = "sglang"
 LOCAL_LABEL = "eaglesizing1"
+#: the release the fork wheel patches: the last of the family before upstream's refactor
+KNOWN_VERSION = BEFORE_REFACTOR.known_version
 FORK_VERSION = f"{KNOWN_VERSION}+{LOCAL_LABEL}"
 FORK_SUMMARY = (
     f"SGLang {KNOWN_VERSION} patched by sglang-eagle-sizing: every EAGLE hidden-state width "

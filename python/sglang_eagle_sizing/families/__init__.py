@@ -27,6 +27,7 @@ family is adding its folder and its line in ``FAMILIES`` (``docs/design.md`` has
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib
 import re
@@ -46,6 +47,8 @@ class Family:
     #: the release numbers it takes on structure (``--allow-untested-version``), both included
     first_release: tuple[int, ...]
     last_release: tuple[int, ...]
+    #: what its patch does, for the command's help (``<name>: <summary>``)
+    summary: str = ""
 
     @property
     def known_version(self) -> str:
@@ -152,6 +155,12 @@ class Family:
     def smoke_cases(self) -> tuple:
         return self.smoke.CASES
 
+    def carries_patch(self, srt: Path) -> bool:
+        """Whether the tree at ``srt`` holds what the family's patch adds, read from the files
+        alone (no rule runs): ``sites.carries_patch``, else False."""
+        own = getattr(self._sites, "carries_patch", None)
+        return own is not None and own(srt)
+
     def holds(self, number: str) -> bool:
         """Whether an untested version number belongs to the family (by its release number)."""
         release = _release(number)
@@ -164,6 +173,10 @@ BEFORE_REFACTOR = Family(
     "release_0_5_11",
     first_release=(0,),
     last_release=(0, 5, 11, 999),
+    summary=(
+        "route every sizing site through "
+        "EagleDraftInput/EagleDraftExtendInput.hidden_size_for and dtype_for"
+    ),
 )
 AFTER_REFACTOR = Family(
     "0.5.23",
@@ -171,6 +184,10 @@ AFTER_REFACTOR = Family(
     "release_0_5_23",
     first_release=(0, 5, 12),
     last_release=(999,),
+    summary=(
+        "make the readers of the EAGLE-3 aux-layer count ask one parser (upstream already "
+        "routes every site) and fix what is left where upstream decides it"
+    ),
 )
 FAMILIES = (BEFORE_REFACTOR, AFTER_REFACTOR)
 
@@ -212,6 +229,23 @@ def family_of_structure(srt: Path) -> Family:
     if (srt / "speculative" / "eagle_info_v2.py").is_file():
         return BEFORE_REFACTOR
     return AFTER_REFACTOR
+
+
+def upstream_first_refactor(srt: Path, family: Family) -> tuple[Path, int] | None:
+    """(``eagle_info.py``, line) of ``EagleDraftInput.hidden_size_for`` when the tree has it
+    and not ``family``'s patch: upstream's first version of the refactor (0.5.12), the
+    classmethods on the input, which no family's rules take."""
+    path = srt / "speculative" / "eagle_info.py"
+    try:
+        module = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in module.body:
+        if isinstance(node, ast.ClassDef) and node.name == "EagleDraftInput":
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "hidden_size_for":
+                    return None if family.carries_patch(srt) else (path, item.lineno)
+    return None
 
 
 def _tested(family: Family) -> re.Pattern[str]:

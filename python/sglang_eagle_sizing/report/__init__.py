@@ -26,7 +26,7 @@ from sglang_eagle_sizing.families.release_0_5_11.sites import (
     Phase,
 )
 from sglang_eagle_sizing.report.release_0_5_23 import captured_text, side
-from sglang_eagle_sizing.tree import KNOWN_VERSION, SglangTree
+from sglang_eagle_sizing.tree import SglangTree
 
 BUNDLED = Path(__file__).resolve().parents[1] / "data" / "llama3.1-8b-instruct__specforge-llama3-8b-eagle3"
 
@@ -138,7 +138,7 @@ def tree_sources(tree: SglangTree) -> tuple[dict[str, str], dict[str, str], str]
         }
         origin = f"{transaction.saved_original(tree, '')} (saved by apply)"
     else:
-        pristine, origin = _release_sources(tuple(current)), f"the sglang {KNOWN_VERSION} release wheel"
+        pristine, origin = _release_sources(tuple(current)), f"the sglang {BEFORE_REFACTOR.known_version} release wheel"
     if report.routed:
         patched = current
     else:
@@ -303,7 +303,7 @@ def tree_capture(srt: Path, pair, draft) -> dict:
     if draft is None:
         return {
             "refusal": f"{pair.draft_path / 'config.json'}: the speculators format, which "
-            f"SGLang {KNOWN_VERSION} as released does not read"
+            f"SGLang {BEFORE_REFACTOR.known_version} as released does not read"
         }
     rules = _capture_rules()
     path = srt / "model_executor" / "model_runner.py"

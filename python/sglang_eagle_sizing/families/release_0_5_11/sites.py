@@ -10,6 +10,7 @@ Paths are relative to the ``sglang/srt`` folder.
 
 from __future__ import annotations
 
+import ast
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -221,6 +222,21 @@ CONTRACT_FILE = SPEC + "eagle_info.py"
 #: the module imports only ``typing`` and ``enum`` at run time, so a model file can import the
 #: parser without the scheduler stack ``eagle_info.py`` imports.
 PARSER_FILE = (SPEC + "spec_info.py", "SpeculativeAlgorithm")
+
+
+#: functions the patch inserts into ``CONTRACT_FILE``: a tree with the classmethods but without
+#: them carries upstream's own version of the refactor
+INSERTED_HELPERS = ("get_draft_runner", "validate_eagle_draft_config")
+
+
+def carries_patch(srt: Path) -> bool:
+    """Whether ``CONTRACT_FILE`` defines the helpers the patch inserts."""
+    try:
+        module = ast.parse((srt / CONTRACT_FILE).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    defined = {node.name for node in module.body if isinstance(node, ast.FunctionDef)}
+    return any(name in defined for name in INSERTED_HELPERS)
 
 
 def site_for(file: str, scope: str) -> Site | None:

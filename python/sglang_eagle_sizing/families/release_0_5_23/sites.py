@@ -9,6 +9,8 @@ to ``sglang/srt``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sglang_eagle_sizing.concerns import enabled
 from sglang_eagle_sizing.families.release_0_5_23 import concerns
 from sglang_eagle_sizing.families.release_0_5_23.inserted import (
@@ -160,6 +162,11 @@ def new_modules() -> dict[str, str]:
         for file, parts in NEW_MODULES.items()
         if enabled(parts[0][0])
     }
+
+
+def carries_patch(srt: Path) -> bool:
+    """Whether the tree holds a module the patch adds."""
+    return any((srt / file).is_file() for file in NEW_MODULES)
 
 
 def test_files(files: dict[str, bytes]) -> dict[str, bytes]:
