@@ -19,6 +19,7 @@ import pytest
 from conftest import git, git_status, make_checkout, read_by_commands
 from conftest import run_cli as run
 from conftest import tree_digest as digest
+from sglang_eagle_sizing.families import AFTER_REFACTOR, BEFORE_REFACTOR, family_of_structure
 from sglang_eagle_sizing.tree import SglangTree, TreeError, TreeVersion
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
@@ -169,6 +170,14 @@ def test_installed_metadata_and_literal_version_are_read(package):
     assert SglangTree.locate(tree).version == TreeVersion(
         "0.5.11.post2", str(tree / "version.py")
     )
+
+
+def test_a_tree_without_a_version_goes_to_its_family_by_its_files(package):
+    """0.5.9-0.5.11 keep the v2 module upstream's refactor removed."""
+    srt = package("0.5.11") / "srt"
+    assert family_of_structure(srt) is BEFORE_REFACTOR
+    (srt / "speculative" / "eagle_info_v2.py").unlink()
+    assert family_of_structure(srt) is AFTER_REFACTOR
 
 
 @pytest.mark.parametrize(

@@ -161,6 +161,12 @@ class Family:
         own = getattr(self._sites, "carries_patch", None)
         return own is not None and own(srt)
 
+    def has_structure(self, srt: Path) -> bool:
+        """Whether a tree without a version at ``srt`` is the family's, by its files:
+        ``sites.has_structure``, else False."""
+        own = getattr(self._sites, "has_structure", None)
+        return own is not None and own(srt)
+
     def holds(self, number: str) -> bool:
         """Whether an untested version number belongs to the family (by its release number)."""
         release = _release(number)
@@ -224,11 +230,13 @@ def family_of_version(number: str) -> Family | None:
 
 
 def family_of_structure(srt: Path) -> Family:
-    """A tree without a version: 0.5.11's v2 module ``eagle_info_v2.py`` is gone after the
-    refactor."""
-    if (srt / "speculative" / "eagle_info_v2.py").is_file():
-        return BEFORE_REFACTOR
-    return AFTER_REFACTOR
+    """A tree without a version: the first family whose ``sites.has_structure(srt)`` holds,
+    else the newest (0.5.11's family knows its trees by the v2 module ``eagle_info_v2.py``,
+    gone after the refactor)."""
+    for family in FAMILIES:
+        if family.has_structure(srt):
+            return family
+    return FAMILIES[-1]
 
 
 def upstream_first_refactor(srt: Path, family: Family) -> tuple[Path, int] | None:

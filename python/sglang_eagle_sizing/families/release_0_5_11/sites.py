@@ -239,6 +239,12 @@ def carries_patch(srt: Path) -> bool:
     return any(name in defined for name in INSERTED_HELPERS)
 
 
+def has_structure(srt: Path) -> bool:
+    """A tree of 0.5.9-0.5.11 without a version: it has the v2 module upstream's refactor
+    removed."""
+    return (srt / SPEC / "eagle_info_v2.py").is_file()
+
+
 def site_for(file: str, scope: str) -> Site | None:
     for site in SITES:
         if site.file == file and site.scope == scope:
