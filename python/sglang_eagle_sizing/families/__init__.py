@@ -4,7 +4,8 @@ Each family is a folder here of the same shape (``release_<its tested release>/`
 
 - ``__init__.py``: what the family is, in a docstring;
 - ``concerns.py``: its concerns, in the order its series lands them;
-- ``sites.py``: the places of the tree its rules own (``SITE_FILES``, ``SITES``, ``test_files``);
+- ``sites.py``: the places of the tree its rules own (``SITE_FILES``, ``SITES``, ``test_files``;
+  where the family has them, ``carries_patch`` and ``has_structure``);
 - ``rules/``: one module per concern, ``rules/__init__.py`` listing ``RULES``;
 - ``inserted.py``: the SGLang code the rules insert;
 - ``inserted_tests/``: the fork's tests, laid out from the checkout root;
