@@ -5,7 +5,7 @@ time, and write which tests failed on each mutant.
     .venv/bin/python scripts/fork_mutation_table.py            # rewrite the table
     .venv/bin/python scripts/fork_mutation_table.py --check    # exit 1 if it is stale
 
-About 50 runs of ~15 s of CPU each: 6 to 7 minutes on two idle cores. CI does not run
+76 mutants, each a run of about 35 s: 24 minutes on two cores (2026-12-06). CI does not run
 this; test/test_fork_tests.py runs a sample of the mutants (one per rule and site kind)
 and checks that their rows of the table are what they produce.
 """
