@@ -8,9 +8,9 @@ table.
                                                           # pytest --junitxml=FILE
 
 The fresh clone runs what ``.ci/run`` runs: ``scripts/setup.sh`` (both environments, made at the
-same time), then ``pytest`` (with ``--junitxml`` added, which changes nothing else). About 40 minutes on the 2-core machine; the
-machine's load is printed with the figures, since other work on it inflates them. The scratch
-clone and its environments (about 20 GB) are removed at the end.
+same time), then ``pytest`` (with ``--junitxml`` added, which changes nothing else). About 35
+minutes on the 2-core machine; the machine's load is printed with the figures, since other work
+on it inflates them. The scratch clone and its environments (about 20 GB) are removed at the end.
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ def _timed(command: list[str], cwd: Path) -> float:
 
 
 def fresh_clone_run(work: Path) -> tuple[dict, float, Path, int]:
-    """(set-up seconds and each environment's disk, suite wall seconds, junit file, pytest's exit code) of a fresh clone
-    of HEAD."""
+    """(set-up seconds and each environment's disk, suite wall seconds, junit file, pytest's
+    exit code) of a fresh clone of HEAD."""
     clone = work / "clone"
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
     # scripts/setup.sh makes both environments at the same time: one wall time for the two

@@ -16,8 +16,7 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     exec bash scripts/setup-0.5.23.sh
 fi
 
-stamp_0_5_23=.venv-0.5.23/.setup-complete
-if ! { [ -f "$stamp_0_5_23" ] && [ "$(cat "$stamp_0_5_23")" = "$(sha256sum requirements-0.5.23.txt | cut -d' ' -f1)" ]; }; then
+if ! bash scripts/setup-0.5.23.sh --check; then
     need_disk .venv 24  # both at once: 11 GB for .venv, 13 for .venv-0.5.23
 fi
 bash scripts/setup-0.5.23.sh &

@@ -319,8 +319,7 @@ class RewriteCache:
     only when a concern it asks about lands. Best effort, like ``FindingsCache``: unreadable
     or unwritable is a miss."""
 
-    def __init__(
-        self, length: int | None, release: str | None, family: Family):
+    def __init__(self, length: int | None, release: str | None, family: Family):
         self.folder = cache_root() / "rewrite"
         release_key = hashlib.sha256((release or "").encode()).hexdigest() if release else None
         self.salt = f"{_fingerprint()}\0{length}\0{release_key}\0{family.name}\0"

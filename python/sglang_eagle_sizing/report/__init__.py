@@ -138,7 +138,8 @@ def tree_sources(tree: SglangTree) -> tuple[dict[str, str], dict[str, str], str]
         }
         origin = f"{transaction.saved_original(tree, '')} (saved by apply)"
     else:
-        pristine, origin = _release_sources(tuple(current)), f"the sglang {BEFORE_REFACTOR.known_version} release wheel"
+        pristine = _release_sources(tuple(current))
+        origin = f"the sglang {BEFORE_REFACTOR.known_version} release wheel"
     if report.routed:
         patched = current
     else:
