@@ -5,6 +5,7 @@ across PD, and the idle verify input's KV layout)."""
 from __future__ import annotations
 
 AUX_COUNT = "aux-count"
+CAPTURE_CONTRACT = "capture-contract"
 TOP_LEVEL_LAYER_IDS = "top-level-layer-ids"
 DRAFT_CHECK = "draft-check"
 DRAFT_DTYPE = "draft-dtype"
@@ -15,8 +16,9 @@ IDLE_VERIFY_KV = "idle-verify-kv"
 
 ORDER: tuple[str, ...] = (
     AUX_COUNT,
-    TOP_LEVEL_LAYER_IDS,
+    CAPTURE_CONTRACT,
     DRAFT_CHECK,
+    TOP_LEVEL_LAYER_IDS,
     DRAFT_DTYPE,
     SPECULATORS_NORMS,
     SPECULATORS_EAGLE3,

@@ -30,8 +30,8 @@ _LAYER_IDS_KEY = "eagle_aux_hidden_state_layer_ids"
 @dataclass(frozen=True)
 class Eagle3DraftConfig:
     use_aux_hidden_state: bool
-    # Target layers whose output is captured (SGLang's numbering: layer k's output);
-    # None: the target's default layers.
+    # Target layer ids, each read by the target class's own rule
+    # (``set_eagle3_layers_to_capture``); None: the target's default layers.
     aux_hidden_state_layer_ids: Optional[List[int]]
     num_aux_hidden_states: int
 
@@ -56,7 +56,7 @@ def parse_eagle3_draft_config(*, draft_hf_config: Any) -> Eagle3DraftConfig:
     num_aux_hidden_states = getattr(draft_hf_config, "num_aux_hidden_states", None)
     if num_aux_hidden_states is None:
         num_aux_hidden_states = (
-            DEFAULT_NUM_AUX_HIDDEN_STATES if layer_ids is None else len(layer_ids)
+            len(layer_ids) if layer_ids else DEFAULT_NUM_AUX_HIDDEN_STATES
         )
     use_aux_hidden_state = _eagle_config_get(
         draft_hf_config, "use_aux_hidden_state", True
@@ -68,11 +68,26 @@ def parse_eagle3_draft_config(*, draft_hf_config: Any) -> Eagle3DraftConfig:
     )
 '''
 
+#: The class contract (``capture-contract``): every target model class that captures EAGLE-3
+#: aux hidden states answers, from its config and the drafter's layer ids, which hidden
+#: states it captures, and its ``set_eagle3_layers_to_capture`` captures that answer.
+CONTRACT = "get_eagle3_layers_to_capture"
+CONTRACT_DOCSTRING = (
+    "EAGLE-3: the hidden states captured for these layer ids (0: the embeddings,\n"
+    "i: the output of layer i - 1), from the model's config alone."
+)
+#: Said by the classes whose model's forward captures the last layer's output (before the
+#: final norm) when the answer holds the layer count.
+FINAL_HIDDEN_STATE_FLAG = "eagle3_captures_final_hidden_state"
+FINAL_HIDDEN_STATE_TEXT = """# EAGLE-3: the forward captures the last layer's output (before the final
+# norm) for the hidden state num_hidden_layers.
+eagle3_captures_final_hidden_state = True
+"""
+
 #: Appended to ``EAGLE3_DRAFT_CONFIG`` by the ``draft-check`` concern: the check of the
-#: drafter's config before any weights load, and the target's capture by its own class's rule
-#: once the model is built (``CAPTURE``, called by ``configure_aux_hidden_state_capture``).
+#: drafter against its target before any weights load (``VALIDATE``, called by the server
+#: arguments' ``DRAFT_CHECK_HOOK``), the target class's capture included.
 VALIDATE = "validate_eagle3_draft_config"
-CAPTURE = "set_eagle3_layers_to_capture"
 EAGLE3_DRAFT_CHECK = """
 
 def _invalid(draft_hf_config: Any, key: str, value: Any, expected: str) -> ValueError:
@@ -81,6 +96,12 @@ def _invalid(draft_hf_config: Any, key: str, value: Any, expected: str) -> Value
         f"Invalid {key}={value!r} in the EAGLE-3 draft model config {path}: "
         f"expected {expected}."
     )
+
+
+def _layer_ids_key(draft_hf_config: Any) -> str:
+    if _eagle_config_get(draft_hf_config, _LAYER_IDS_KEY) is not None:
+        return f"eagle_config.{_LAYER_IDS_KEY}"
+    return _LAYER_IDS_KEY
 
 
 def _check_layer_ids(draft_hf_config: Any, key: str, value: Any) -> None:
@@ -93,30 +114,53 @@ def _check_layer_ids(draft_hf_config: Any, key: str, value: Any) -> None:
         raise _invalid(draft_hf_config, key, value, "a non-empty list of layer ids")
 
 
-def validate_eagle3_draft_config(
-    draft_config: Eagle3DraftConfig, *, draft_hf_config: Any, target_hf_config: Any
+def _check_capture(
+    draft_hf_config: Any, target_model_config: Any, layer_ids: Optional[List[int]]
 ) -> None:
-    \"\"\"Refuse an EAGLE-3 drafter its target cannot feed, before any weights load.
+    from sglang.srt.model_loader.utils import get_model_architecture
 
-    Which hidden state a layer id names is the target class's rule, checked once the
-    model is built (``set_eagle3_layers_to_capture``); here only ids past every rule.
-    \"\"\"
+    model_cls, _ = get_model_architecture(target_model_config)
+    name = model_cls.__name__
+    if not hasattr(model_cls, "set_eagle3_layers_to_capture"):
+        raise ValueError(
+            f"The target model {name} does not capture EAGLE-3 aux hidden states "
+            "(no set_eagle3_layers_to_capture): --speculative-algorithm EAGLE3 "
+            "cannot serve it."
+        )
+    if not hasattr(model_cls, "get_eagle3_layers_to_capture"):
+        return  # the class does not say what it captures: it is not checked
+    captured = model_cls.get_eagle3_layers_to_capture(
+        target_model_config.hf_config, layer_ids
+    )
+    num_layers = target_model_config.hf_text_config.num_hidden_layers
+    last = num_layers - 1
+    limit = f"{num_layers} layers and does not capture the last one's output"
+    if getattr(model_cls, "eagle3_captures_final_hidden_state", False):
+        last, limit = num_layers, f"{num_layers} layers"
+    if captured and (min(captured) < 0 or max(captured) > last):
+        value = "none (its default layers)" if layer_ids is None else layer_ids
+        raise _invalid(
+            draft_hf_config,
+            _layer_ids_key(draft_hf_config),
+            value,
+            f"layers the target {name} can capture: it captures hidden states "
+            f"{captured} for them (i: the output of layer i - 1), up to {last}: "
+            f"it has {limit}",
+        )
+
+
+def validate_eagle3_draft_config(
+    draft_config: Eagle3DraftConfig,
+    *,
+    draft_hf_config: Any,
+    target_model_config: Any,
+) -> None:
+    \"\"\"Refuse an EAGLE-3 drafter its target cannot feed, before any weights load.\"\"\"
     if not draft_config.use_aux_hidden_state:
         return
-    nested_key = f"eagle_config.{_LAYER_IDS_KEY}"
-    nested_ids = _eagle_config_get(draft_hf_config, _LAYER_IDS_KEY)
-    top_level_ids = getattr(draft_hf_config, _LAYER_IDS_KEY, None)
-    _check_layer_ids(draft_hf_config, nested_key, nested_ids)
-    _check_layer_ids(draft_hf_config, _LAYER_IDS_KEY, top_level_ids)
-    if nested_ids is not None and top_level_ids is not None:
-        if list(nested_ids) != list(top_level_ids):
-            raise _invalid(
-                draft_hf_config,
-                _LAYER_IDS_KEY,
-                top_level_ids,
-                f"the layers of {nested_key}={nested_ids!r}",
-            )
-    if top_level_ids is None and nested_ids is None:
+    key = _layer_ids_key(draft_hf_config)
+    _check_layer_ids(draft_hf_config, key, draft_config.aux_hidden_state_layer_ids)
+    if draft_config.aux_hidden_state_layer_ids is None:
         captured = DEFAULT_NUM_AUX_HIDDEN_STATES
         what = "the target's default layers"
     else:
@@ -129,7 +173,7 @@ def validate_eagle3_draft_config(
             draft_config.num_aux_hidden_states,
             f"{captured}, the number of {what}",
         )
-    target_hidden_size = target_hf_config.hidden_size
+    target_hidden_size = target_model_config.hf_text_config.hidden_size
     hidden_size_in = getattr(draft_hf_config, "target_hidden_size", None)
     if hidden_size_in is None and draft_hf_config.hidden_size != target_hidden_size:
         raise _invalid(
@@ -147,170 +191,141 @@ def validate_eagle3_draft_config(
             f"{target_hidden_size}, the target's hidden size",
         )
     layer_ids = draft_config.aux_hidden_state_layer_ids
-    num_layers = getattr(target_hf_config, "num_hidden_layers", None)
-    if layer_ids is not None and num_layers is not None and max(layer_ids) > num_layers:
-        raise _invalid(
-            draft_hf_config,
-            _LAYER_IDS_KEY,
-            layer_ids,
-            f"ids up to {num_layers}: the target has {num_layers} layers",
-        )
-
-
-def _capture_holder(model: Any) -> Optional[Any]:
-    # The module the target class keeps layers_to_capture on (None: a pipeline stage
-    # before the last, which captures nothing).
-    holders = [m for m in model.modules() if getattr(m, "layers_to_capture", None)]
-    return holders[0] if len(holders) == 1 else None
-
-
-def _last_capturable(holder: Any) -> int:
-    num_layers = len(holder.layers)
-    if getattr(holder, "captures_final_hidden_state", False):
-        return num_layers
-    return num_layers - 1
-
-
-def _capture(model: Any, layer_ids: Optional[List[int]]) -> Optional[Any]:
-    try:
-        model.set_eagle3_layers_to_capture(layer_ids)
-    except IndexError:
-        # A class that flags each captured layer indexes its layers by what it
-        # captures: an index past them is refused by the caller.
-        holder = _capture_holder(model)
-        if holder is None or max(holder.layers_to_capture) <= _last_capturable(holder):
-            raise
-        return holder
-    return _capture_holder(model)
-
-
-def set_eagle3_layers_to_capture(model: Any, layer_ids: Optional[List[int]]) -> None:
-    \"\"\"Have the target capture an EAGLE-3 drafter's aux hidden states by its class's
-    own ``set_eagle3_layers_to_capture``, and refuse what it cannot capture.
-
-    Each class reads layer ids by its own rule (most capture the input of layer id + 1;
-    DeepSeek-V2/V3 and GLM-4-MoE-Lite take the ids as given unless the first is 1;
-    GPT-OSS takes ids ending at its layer count as given), so what it captures is read
-    back: ``layers_to_capture`` holds hidden-state indices, 0 the embeddings and i the
-    input of layer i. The last layer's output only where the model captures it
-    (``captures_final_hidden_state``).
-    \"\"\"
-    holder = _capture(model, layer_ids)
-    if holder is None:
-        return
-    captured = list(holder.layers_to_capture)
-    last = _last_capturable(holder)
-    if min(captured) < 0 or max(captured) > last:
-        num_layers = len(holder.layers)
-        if last < num_layers:
-            limit = f"{num_layers} layers and does not capture the last one's output"
-        else:
-            limit = f"{num_layers} layers"
-        raise ValueError(
-            f"Invalid {_LAYER_IDS_KEY}={layer_ids!r} for the target "
-            f"{type(model).__name__}: it captures hidden states {captured} for them "
-            f"(i: the input of layer i), expected up to {last}: it has {limit}."
-        )
+    _check_capture(draft_hf_config, target_model_config, layer_ids)
 """
 
-#: The ``speculators-eagle3`` concern (after ``draft-check``): a speculators drafter's ids
-#: are indices into the target's hidden states (``output_hidden_states``, 0 the embeddings).
-#: ``Eagle3DraftConfig`` carries them as declared, the check before load refuses the
-#: final hidden state, and the capture gives each class the ids that make it capture
-#: exactly them, whatever its rule, or refuses the drafter.
-SPECULATORS_INDICES_FIELD = (
+#: The ``top-level-layer-ids`` concern (after ``draft-check``): ids at the top level of the
+#: drafter's config (vLLM's key) are indices into the target's hidden states, as
+#: transformers' ``output_hidden_states`` counts them; ``eagle_config``'s stay SGLang's
+#: layer ids. The target class is given the layer ids for which its own contract captures
+#: exactly those hidden states (``TARGET_LAYER_IDS``).
+TARGET_LAYER_IDS = "get_eagle3_target_layer_ids"
+HIDDEN_STATE_INDICES_FIELD = (
     """    num_aux_hidden_states: int
 """,
     """    num_aux_hidden_states: int
-    # Indices into the target's hidden states (0: the embeddings) as a speculators
-    # drafter declares them; None for other drafters.
+    # Indices into the target's hidden states (0: the embeddings, i: the output of
+    # layer i - 1) the config declares instead of layer ids; None: layer ids.
     aux_hidden_state_indices: Optional[List[int]] = None
 """,
 )
-SPECULATORS_INDICES_PARSED = (
-    """        num_aux_hidden_states=num_aux_hidden_states,
-    )
+HIDDEN_STATE_INDICES_PARSED = (
+    """    Layer ids: ``eagle_config``'s (a dict or an object), else the top level's. Their
+    number: an explicit ``num_aux_hidden_states``, else the number of layer ids, else
+    the target's default layers.
+    \"\"\"
+    layer_ids = _eagle_config_get(draft_hf_config, _LAYER_IDS_KEY)
+    if layer_ids is None:
+        layer_ids = getattr(draft_hf_config, _LAYER_IDS_KEY, None)
+    num_aux_hidden_states = getattr(draft_hf_config, "num_aux_hidden_states", None)
+    if num_aux_hidden_states is None:
+        num_aux_hidden_states = (
+            len(layer_ids) if layer_ids else DEFAULT_NUM_AUX_HIDDEN_STATES
+        )
 """,
-    """        num_aux_hidden_states=num_aux_hidden_states,
-        aux_hidden_state_indices=getattr(
-            draft_hf_config, "speculators_eagle_aux_hidden_state_layer_ids", None
-        ),
-    )
+    """    Layer ids: ``eagle_config``'s (a dict or an object). Else the top level's, which
+    are hidden-state indices (vLLM's meaning). Their number: an explicit
+    ``num_aux_hidden_states``, else the number of ids, else the target's default layers.
+    \"\"\"
+    layer_ids = _eagle_config_get(draft_hf_config, _LAYER_IDS_KEY)
+    indices = None
+    if layer_ids is None:
+        indices = getattr(draft_hf_config, _LAYER_IDS_KEY, None)
+    declared = layer_ids if layer_ids is not None else indices
+    num_aux_hidden_states = getattr(draft_hf_config, "num_aux_hidden_states", None)
+    if num_aux_hidden_states is None:
+        num_aux_hidden_states = (
+            len(declared) if declared else DEFAULT_NUM_AUX_HIDDEN_STATES
+        )
 """,
 )
-SPECULATORS_INDICES_CHECK = (
-    """    layer_ids = draft_config.aux_hidden_state_layer_ids
-    num_layers = getattr(target_hf_config, "num_hidden_layers", None)
+HIDDEN_STATE_INDICES_RETURNED = (
+    """        num_aux_hidden_states=num_aux_hidden_states,
+    )
 """,
-    """    layer_ids = draft_config.aux_hidden_state_layer_ids
-    num_layers = getattr(target_hf_config, "num_hidden_layers", None)
+    """        num_aux_hidden_states=num_aux_hidden_states,
+        aux_hidden_state_indices=None if indices is None else list(indices),
+    )
+
+
+def get_eagle3_target_layer_ids(
+    draft_config: Eagle3DraftConfig, target_model_config: Any
+) -> Optional[List[int]]:
+    \"\"\"The layer ids the target's ``set_eagle3_layers_to_capture`` is given: the
+    drafter's own, or those for which the target class captures exactly the hidden
+    states the drafter declares.\"\"\"
     indices = draft_config.aux_hidden_state_indices
-    if indices is not None and num_layers is not None and max(indices) >= num_layers:
-        # output_hidden_states[num_layers] is after the final norm; a target that
-        # captures its last layer's output captures it before.
-        raise _invalid(
-            draft_hf_config,
-            _LAYER_IDS_KEY,
-            indices,
-            f"hidden-state indices up to {num_layers - 1}: the target has "
-            f"{num_layers} layers and index {num_layers}, the final hidden state "
-            "after the norm, is not captured",
-        )
-""",
-)
-SPECULATORS_INDICES_CAPTURE = (
-    """def set_eagle3_layers_to_capture(model: Any, layer_ids: Optional[List[int]]) -> None:
-""",
-    """def set_eagle3_layers_to_capture(
-    model: Any,
-    layer_ids: Optional[List[int]],
-    hidden_state_indices: Optional[List[int]] = None,
-) -> None:
-""",
-)
-SPECULATORS_INDICES_RESOLVED = (
-    """    (``captures_final_hidden_state``).
-    \"\"\"
-    holder = _capture(model, layer_ids)
-""",
-    """    (``captures_final_hidden_state``).
+    if not indices:
+        return draft_config.aux_hidden_state_layer_ids
+    from sglang.srt.model_loader.utils import get_model_architecture
 
-    ``hidden_state_indices`` (a speculators drafter's) name the hidden states to capture
-    whatever the class's rule: the class gets the ids that make it capture them.
-    \"\"\"
-    if hidden_state_indices is not None:
-        found = []
-        for ids in ([i - 1 for i in hidden_state_indices], list(hidden_state_indices)):
-            holder = _capture(model, ids)
-            if holder is None or list(holder.layers_to_capture) == hidden_state_indices:
-                return
-            found.append(f"{list(holder.layers_to_capture)} for ids {ids}")
+    model_cls, _ = get_model_architecture(target_model_config)
+    contract = getattr(model_cls, "get_eagle3_layers_to_capture", None)
+    if contract is None:
         raise ValueError(
-            f"Invalid {_LAYER_IDS_KEY}={hidden_state_indices!r} (hidden-state indices) "
-            f"for the target {type(model).__name__}: it captures hidden states "
-            f"{' and '.join(found)}, never these."
+            f"{_LAYER_IDS_KEY}={indices!r} names hidden states, and the target "
+            f"{model_cls.__name__} does not say which it captures "
+            "(no get_eagle3_layers_to_capture)."
         )
-    holder = _capture(model, layer_ids)
+    found = []
+    for layer_ids in ([i - 1 for i in indices], list(indices)):
+        captured = contract(target_model_config.hf_config, layer_ids)
+        if captured == list(indices):
+            return layer_ids
+        found.append(f"{captured} for {layer_ids}")
+    raise ValueError(
+        f"Invalid {_LAYER_IDS_KEY}={indices!r} (hidden-state indices) for the target "
+        f"{model_cls.__name__}: it captures hidden states {' and '.join(found)}, "
+        "never these."
+    )
+""",
+)
+HIDDEN_STATE_INDICES_CHECKED = (
+    """    _check_layer_ids(draft_hf_config, key, draft_config.aux_hidden_state_layer_ids)
+    if draft_config.aux_hidden_state_layer_ids is None:
+        captured = DEFAULT_NUM_AUX_HIDDEN_STATES
+        what = "the target's default layers"
+    else:
+        captured = len(draft_config.aux_hidden_state_layer_ids)
+        what = "its layer ids"
+""",
+    """    _check_layer_ids(draft_hf_config, key, draft_config.aux_hidden_state_layer_ids)
+    _check_layer_ids(draft_hf_config, key, draft_config.aux_hidden_state_indices)
+    declared = draft_config.aux_hidden_state_layer_ids
+    if declared is None:
+        declared = draft_config.aux_hidden_state_indices
+    if declared is None:
+        captured = DEFAULT_NUM_AUX_HIDDEN_STATES
+        what = "the target's default layers"
+    else:
+        captured = len(declared)
+        what = "its layer ids"
+""",
+)
+HIDDEN_STATE_INDICES_CAPTURED = (
+    """    layer_ids = draft_config.aux_hidden_state_layer_ids
+""",
+    """    layer_ids = get_eagle3_target_layer_ids(draft_config, target_model_config)
 """,
 )
 
-#: The target's ``configure_aux_hidden_state_capture`` calls ``CAPTURE`` instead of the
-#: class's method (``draft-check``), with the indices the speculators concern adds to the
-#: resolved ``SpecAuxHiddenStateConfig`` (``eagle_aux_hidden_state_indices``).
-INDICES_FIELD = "eagle_aux_hidden_state_indices"
-INDICES_FIELD_TEXT = """# Indices into the target's hidden states a speculators drafter declares
-# (0: the embeddings), captured as they are.
-eagle_aux_hidden_state_indices: Any = None
-"""
-
-#: Class attribute of the target models whose forward captures the last layer's output
-#: (before the final norm) when ``layers_to_capture`` holds the layer count
-#: (``draft-check``).
-FINAL_HIDDEN_STATE_FLAG = "captures_final_hidden_state"
-FINAL_HIDDEN_STATE_TEXT = """# EAGLE-3: layers_to_capture may hold the layer count: the last layer's
-# output, captured before the final norm.
-captures_final_hidden_state = True
-"""
+#: The ``speculators-eagle3`` concern: a speculators drafter's ids are hidden-state indices
+#: too; its converted config keeps them as ``speculators_eagle_aux_hidden_state_layer_ids``.
+SPECULATORS_INDICES_PARSED = (
+    """    indices = None
+    if layer_ids is None:
+        indices = getattr(draft_hf_config, _LAYER_IDS_KEY, None)
+""",
+    """    # A speculators drafter's ids, as its converted config keeps them.
+    indices = getattr(
+        draft_hf_config, "speculators_eagle_aux_hidden_state_layer_ids", None
+    )
+    if indices is not None:
+        layer_ids = None
+    elif layer_ids is None:
+        indices = getattr(draft_hf_config, _LAYER_IDS_KEY, None)
+""",
+)
 
 #: Before ``HfModelConfigParser`` in ``utils/hf_transformers/config.py`` (the
 #: ``speculators-eagle3`` concern), in the idiom of ``_try_load_longcat_config`` and
@@ -330,11 +345,43 @@ def _try_load_speculators_eagle3_config(
     config_dict, _ = PretrainedConfig.get_config_dict(
         model, revision=revision, **kwargs
     )
-    if "speculators_config" not in config_dict:
+    # A config AutoConfig reads (a model_type) is read by it, whatever else it holds.
+    if "speculators_config" not in config_dict or "model_type" in config_dict:
         return None
     config = speculators_eagle3_to_llama_config(config_dict, f"{model}/config.json")
     config._name_or_path = str(model)
     return config
+'''
+
+#: After ``_handle_iquest_q1_mtp_draft`` in ``arg_groups/speculative_hook.py``, and called by
+#: ``_handle_eagle_family`` after it (the ``draft-check`` concern): the drafter is checked
+#: against its target where IQuest-Q1's drafter is, before any process loads weights.
+DRAFT_CHECK_HOOK = "_handle_eagle3_draft_check"
+DRAFT_CHECK_FUNCTION = '''
+
+def _handle_eagle3_draft_check(server_args: ServerArgs) -> None:
+    """Refuse an EAGLE-3 draft model its target cannot feed, before any weights load."""
+    from sglang.srt.speculative.eagle3_draft_config import (
+        parse_eagle3_draft_config,
+        validate_eagle3_draft_config,
+    )
+    from sglang.srt.utils.hf_transformers_utils import get_config
+
+    cfg = resolving_view(server_args)
+    if cfg.speculative_algorithm != "EAGLE3":
+        return
+    if cfg.speculative_draft_model_path in (None, cfg.model_path):
+        return
+    draft = get_config(
+        cfg.speculative_draft_model_path,
+        trust_remote_code=cfg.trust_remote_code,
+        revision=cfg.speculative_draft_model_revision,
+    )
+    validate_eagle3_draft_config(
+        parse_eagle3_draft_config(draft_hf_config=draft),
+        draft_hf_config=draft,
+        target_model_config=model_config_of(server_args),
+    )
 '''
 
 #: After ``_handle_iquest_q1_mtp_draft`` in ``arg_groups/speculative_hook.py``, and called by

@@ -14,12 +14,18 @@ DESCRIPTIONS = Path(__file__).with_name("descriptions")
 #: The earlier patches a patch needs to be applied on the release (its description says so,
 #: on a line of its own beginning with "Needs"); every other patch applies alone.
 NEEDS: dict[str, tuple[str, ...]] = {
-    concerns.TOP_LEVEL_LAYER_IDS: (concerns.AUX_COUNT,),
-    concerns.DRAFT_CHECK: (concerns.AUX_COUNT, concerns.TOP_LEVEL_LAYER_IDS),
+    concerns.CAPTURE_CONTRACT: (concerns.AUX_COUNT,),
+    concerns.DRAFT_CHECK: (concerns.AUX_COUNT, concerns.CAPTURE_CONTRACT),
+    concerns.TOP_LEVEL_LAYER_IDS: (
+        concerns.AUX_COUNT,
+        concerns.CAPTURE_CONTRACT,
+        concerns.DRAFT_CHECK,
+    ),
     concerns.SPECULATORS_EAGLE3: (
         concerns.AUX_COUNT,
-        concerns.TOP_LEVEL_LAYER_IDS,
+        concerns.CAPTURE_CONTRACT,
         concerns.DRAFT_CHECK,
+        concerns.TOP_LEVEL_LAYER_IDS,
     ),
 }
 

@@ -17,11 +17,12 @@ from sglang_eagle_sizing.families.release_0_5_23.inserted import (
     EAGLE3_DRAFT_CHECK,
     EAGLE3_DRAFT_CONFIG,
     EAGLE3_DRAFT_CONFIG_FILE,
-    SPECULATORS_INDICES_CAPTURE,
-    SPECULATORS_INDICES_CHECK,
-    SPECULATORS_INDICES_FIELD,
+    HIDDEN_STATE_INDICES_CAPTURED,
+    HIDDEN_STATE_INDICES_CHECKED,
+    HIDDEN_STATE_INDICES_FIELD,
+    HIDDEN_STATE_INDICES_PARSED,
+    HIDDEN_STATE_INDICES_RETURNED,
     SPECULATORS_INDICES_PARSED,
-    SPECULATORS_INDICES_RESOLVED,
 )
 from sglang_eagle_sizing.texts import rewritten
 
@@ -39,27 +40,60 @@ TARGET_CAPTURE = (
     "_resolve_eagle_aux_hidden_state",
 )
 
-#: Where the built target captures: ``configure_aux_hidden_state_capture`` calls the class's
-#: ``set_eagle3_layers_to_capture``; the model runner's call of it passes the resolved
-#: ``SpecAuxHiddenStateConfig``'s fields, one by one.
-CAPTURE_CALL = (
-    "model_executor/model_runner_components/attention_backend_setup.py",
-    "configure_aux_hidden_state_capture",
+#: The model files whose classes capture EAGLE-3 aux hidden states
+#: (``set_eagle3_layers_to_capture(self, layer_ids)``): each such class declares what it
+#: captures (``get_eagle3_layers_to_capture``). ``models/mindspore.py`` is not one: its
+#: ``MindSporeForCausalLM`` hands the ids to a model class chosen at run time, so it stays
+#: undeclared and captures as the release does.
+CAPTURE_CONTRACT_MODELS = tuple(
+    f"models/{name}.py"
+    for name in (
+        "apertus",
+        "bailing_moe",
+        "deepseek_v2",
+        "exaone_moe",
+        "gemma3_causal",
+        "gemma3_mm",
+        "gemma4_causal",
+        "gemma4_mm",
+        "glm4_moe",
+        "glm4_moe_lite",
+        "glm5_next",
+        "gpt_oss",
+        "kimi_k25",
+        "llama",
+        "longcat_flash",
+        "minimax_m2",
+        "minimax_m3",
+        "minimax_m3_vl",
+        "mllama4",
+        "qwen2",
+        "qwen2_5_vl",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_5_text",
+        "qwen3_moe",
+        "qwen3_next",
+        "qwen3_vl",
+    )
 )
-CAPTURE_CALLER = ("model_executor/model_runner.py", "ModelRunner.init_attention_backends")
-CAPTURE_CONFIG = (TARGET_CAPTURE[0], "SpecAuxHiddenStateConfig")
-#: The target models whose forward captures the last layer's output when
+#: The classes whose model's forward captures the last layer's output when
 #: ``layers_to_capture`` holds the layer count (``self.end_layer in self.layers_to_capture``,
-#: ``num_layers in self.layers_to_capture`` after the layer loop).
-FINAL_HIDDEN_STATE_MODELS = (
-    ("models/gemma3_causal.py", "Gemma3TextModel"),
-    ("models/gemma4_causal.py", "Gemma4TextModel"),
-    ("models/gpt_oss.py", "GptOssModel"),
-    ("models/minimax_m3.py", "MiniMaxM3Model"),
+#: ``num_layers in self.layers_to_capture`` after the layer loop of the model they capture
+#: in: Gemma3TextModel, Gemma4TextModel, GptOssModel, MiniMaxM3Model).
+FINAL_HIDDEN_STATE_CLASSES = (
+    ("models/gemma3_causal.py", "Gemma3ForCausalLM"),
+    ("models/gemma3_mm.py", "Gemma3ForConditionalGeneration"),
+    ("models/gemma4_causal.py", "Gemma4ForCausalLM"),
+    ("models/gemma4_mm.py", "Gemma4ForConditionalGeneration"),
+    ("models/gpt_oss.py", "GptOssForCausalLM"),
+    ("models/minimax_m3.py", "MiniMaxM3SparseForCausalLM"),
+    ("models/minimax_m3_vl.py", "MiniMaxM3SparseForConditionalGeneration"),
 )
 
-#: Where the server arguments decide the draft model's dtype: ``_handle_eagle_family``, after
-#: its call of ``_handle_iquest_q1_mtp_draft`` (the other per-drafter decision).
+#: Where the server arguments check the drafter against its target and decide the draft
+#: model's dtype: ``_handle_eagle_family``, after its call of ``_handle_iquest_q1_mtp_draft``
+#: (the other per-drafter decision).
 DRAFT_DTYPE = ("arg_groups/speculative_hook.py", "_handle_eagle_family")
 DRAFT_DTYPE_ANCHOR = "_handle_iquest_q1_mtp_draft"
 
@@ -100,8 +134,7 @@ SITE_FILES: tuple[str, ...] = tuple(
         {f for f, _ in AUX_COUNT_BLOCKS}
         | {f for f, _ in AUX_COUNT_FUNCTIONS}
         | {TARGET_CAPTURE[0], DRAFT_DTYPE[0], CONFIG_READ[0], DRAFTER_LAYER[0]}
-        | {CAPTURE_CALL[0], CAPTURE_CALLER[0]}
-        | {f for f, _ in FINAL_HIDDEN_STATE_MODELS}
+        | set(CAPTURE_CONTRACT_MODELS)
         | {
             f
             for f, _ in (
@@ -122,11 +155,12 @@ NEW_MODULES = {
     EAGLE3_DRAFT_CONFIG_FILE: (
         (concerns.AUX_COUNT, EAGLE3_DRAFT_CONFIG),
         (concerns.DRAFT_CHECK, EAGLE3_DRAFT_CHECK),
-        (concerns.SPECULATORS_EAGLE3, SPECULATORS_INDICES_FIELD),
+        (concerns.TOP_LEVEL_LAYER_IDS, HIDDEN_STATE_INDICES_FIELD),
+        (concerns.TOP_LEVEL_LAYER_IDS, HIDDEN_STATE_INDICES_PARSED),
+        (concerns.TOP_LEVEL_LAYER_IDS, HIDDEN_STATE_INDICES_RETURNED),
+        (concerns.TOP_LEVEL_LAYER_IDS, HIDDEN_STATE_INDICES_CHECKED),
+        (concerns.TOP_LEVEL_LAYER_IDS, HIDDEN_STATE_INDICES_CAPTURED),
         (concerns.SPECULATORS_EAGLE3, SPECULATORS_INDICES_PARSED),
-        (concerns.SPECULATORS_EAGLE3, SPECULATORS_INDICES_CHECK),
-        (concerns.SPECULATORS_EAGLE3, SPECULATORS_INDICES_CAPTURE),
-        (concerns.SPECULATORS_EAGLE3, SPECULATORS_INDICES_RESOLVED),
     )
 }
 
@@ -137,7 +171,7 @@ TEST_CONCERNS = {
     UNIT_TESTS + "test_eagle3_aux_layer_count.py": concerns.AUX_COUNT,
     UNIT_TESTS + "test_eagle3_top_level_layer_ids.py": concerns.TOP_LEVEL_LAYER_IDS,
     UNIT_TESTS + "test_eagle3_draft_check.py": concerns.DRAFT_CHECK,
-    UNIT_TESTS + "test_eagle3_capture_rule.py": concerns.DRAFT_CHECK,
+    UNIT_TESTS + "test_eagle3_capture_contract.py": concerns.CAPTURE_CONTRACT,
     UNIT_TESTS + "test_eagle_draft_dtype.py": concerns.DRAFT_DTYPE,
     UNIT_TESTS + "test_eagle3_speculators_format.py": concerns.SPECULATORS_EAGLE3,
     UNIT_TESTS + "test_eagle3_norm_before_residual.py": concerns.SPECULATORS_NORMS,

@@ -14,19 +14,16 @@ from sglang_eagle_sizing.families.release_0_5_23.rules.aux_count import (
     AuxCountBlockRule,
     AuxCountFunctionRule,
 )
-from sglang_eagle_sizing.families.release_0_5_23.rules.draft_check import (
-    CaptureCallRule,
-    DraftCheckRule,
-    FinalHiddenStateRule,
+from sglang_eagle_sizing.families.release_0_5_23.rules.capture_contract import (
+    CaptureContractRule,
 )
+from sglang_eagle_sizing.families.release_0_5_23.rules.draft_check import DraftCheckRule
 from sglang_eagle_sizing.families.release_0_5_23.rules.draft_dtype import DraftDtypeRule
 from sglang_eagle_sizing.families.release_0_5_23.rules.idle_verify_kv import (
     IdleVerifyInputRule,
 )
 from sglang_eagle_sizing.families.release_0_5_23.rules.imports import ParserImportRule
 from sglang_eagle_sizing.families.release_0_5_23.rules.speculators_eagle3 import (
-    CaptureCallerRule,
-    CaptureConfigFieldRule,
     SpeculatorsConfigRule,
 )
 from sglang_eagle_sizing.families.release_0_5_23.rules.speculators_norms import (
@@ -45,12 +42,9 @@ from sglang_eagle_sizing.families.release_0_5_23.rules.top_level_layer_ids impor
 RULES = (
     AuxCountBlockRule,
     AuxCountFunctionRule,
+    CaptureContractRule,
     TargetCaptureRule,
     DraftCheckRule,
-    CaptureCallRule,
-    CaptureConfigFieldRule,
-    CaptureCallerRule,
-    FinalHiddenStateRule,
     DraftDtypeRule,
     SpeculatorsConfigRule,
     NormBeforeResidualRule,

@@ -1,4 +1,7 @@
-"""``draft-dtype``: the draft model's dtype at ``--dtype auto`` is resolved as the target's.
+"""``draft-dtype``: the draft model's dtype at ``--dtype auto`` is resolved as the target's;
+and the shape both per-drafter decisions of the server arguments share
+(``DrafterHookRule``): a function after ``_handle_iquest_q1_mtp_draft``'s definition, its
+call in ``_handle_eagle_family`` after that one's call.
 """
 
 from __future__ import annotations
@@ -16,14 +19,16 @@ from sglang_eagle_sizing.families.release_0_5_23.sites import DRAFT_DTYPE, DRAFT
 from sglang_eagle_sizing.syntax import dotted, statement
 
 
-class DraftDtypeRule(Rule):
-    """``_handle_eagle_family`` decides the draft's dtype at ``--dtype auto`` right after its
-    other per-drafter decision (``_handle_iquest_q1_mtp_draft``): the function
-    ``inserted.DRAFT_DTYPE_FUNCTION`` after that one's definition, its call after that call."""
+class DrafterHookRule(Rule):
+    """``_handle_eagle_family`` calls ``hook(server_args)`` after its other per-drafter
+    decision (``_handle_iquest_q1_mtp_draft``), the function ``function`` defined after that
+    one's definition. Already there anywhere in the function or module: routed."""
 
-    concerns = (concerns.DRAFT_DTYPE,)
     files = frozenset({DRAFT_DTYPE[0]})
     needles = (DRAFT_DTYPE_ANCHOR,)
+    hook = ""
+    function = ""
+    label = ""
 
     def __init__(self, file: str):
         super().__init__(file)
@@ -38,11 +43,11 @@ class DraftDtypeRule(Rule):
             return updated_node
         self.called = True
         index = calls[0]
-        if index + 1 < len(body) and _calls_only(body[index + 1], DRAFT_DTYPE_HOOK):
-            self.report(original_node.body[index], LABEL_DTYPE, Finding.ROUTED)
+        if any(_calls_only(stmt, self.hook) for stmt in body[index + 1 :]):
+            self.report(original_node.body[index], self.label, Finding.ROUTED)
             return updated_node
-        self.report(original_node.body[index], LABEL_DTYPE, Finding.UNROUTED)
-        body.insert(index + 1, statement(f"{DRAFT_DTYPE_HOOK}(server_args)\n"))
+        self.report(original_node.body[index], self.label, Finding.UNROUTED)
+        body.insert(index + 1, statement(f"{self.hook}(server_args)\n"))
         return updated_node.with_changes(body=body)
 
     def leave_Module(self, original_node, updated_node):
@@ -54,13 +59,23 @@ class DraftDtypeRule(Rule):
         body = list(updated_node.body)
         names = [getattr(stmt, "name", None) for stmt in body]
         defined = [i for i, n in enumerate(names) if n is not None and n.value == DRAFT_DTYPE_ANCHOR]
-        if any(n is not None and n.value == DRAFT_DTYPE_HOOK for n in names):
+        if any(n is not None and n.value == self.hook for n in names):
             return updated_node
         if len(defined) != 1:
             raise self.fail(original_node, f"no top-level def {DRAFT_DTYPE_ANCHOR}")
-        new = cst.parse_module(DRAFT_DTYPE_FUNCTION.lstrip("\n")).body[0]
+        new = cst.parse_module(self.function.lstrip("\n")).body[0]
         body.insert(defined[0] + 1, new.with_changes(leading_lines=two_blank_lines()))
         return updated_node.with_changes(body=body)
+
+
+class DraftDtypeRule(DrafterHookRule):
+    """At ``--dtype auto`` the draft is built in the target's dtype:
+    ``inserted.DRAFT_DTYPE_FUNCTION``."""
+
+    concerns = (concerns.DRAFT_DTYPE,)
+    hook = DRAFT_DTYPE_HOOK
+    function = DRAFT_DTYPE_FUNCTION
+    label = "draft-dtype"
 
 
 def _calls_only(stmt: cst.CSTNode, name: str) -> bool:
@@ -74,4 +89,4 @@ def _calls_only(stmt: cst.CSTNode, name: str) -> bool:
     )
 
 
-LABEL_DTYPE = "draft-dtype"
+LABEL_DTYPE = DraftDtypeRule.label

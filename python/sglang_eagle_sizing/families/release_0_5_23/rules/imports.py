@@ -1,5 +1,5 @@
-"""The imports of what the rules insert calls (``parse_eagle3_draft_config``, the validator,
-the capture check), added where they are used.
+"""The imports of what the rules insert calls (``parse_eagle3_draft_config``, the target's
+layer ids), added where they are used (the server arguments' check imports in its body).
 """
 
 from __future__ import annotations
@@ -8,10 +8,9 @@ import libcst as cst
 
 from sglang_eagle_sizing.engine import Rule
 from sglang_eagle_sizing.families.release_0_5_23.inserted import (
-    CAPTURE,
     EAGLE3_DRAFT_CONFIG_MODULE,
     PARSE,
-    VALIDATE,
+    TARGET_LAYER_IDS,
 )
 from sglang_eagle_sizing.families.release_0_5_23.rules.base import calls_to
 from sglang_eagle_sizing.syntax import contains, dotted, statement
@@ -23,7 +22,7 @@ class ParserImportRule(Rule):
     top-level ``sglang`` imports, in isort's order."""
 
     follows_others = True
-    needles = (PARSE, CAPTURE)
+    needles = (PARSE, TARGET_LAYER_IDS)
 
     def leave_Module(self, original_node, updated_node):
         used = {name for name in PROVIDED if contains(updated_node, calls_to(name))}
@@ -53,7 +52,7 @@ class ParserImportRule(Rule):
         return updated_node.with_changes(body=body)
 
 
-PROVIDED = (PARSE, VALIDATE, CAPTURE)
+PROVIDED = (PARSE, TARGET_LAYER_IDS)
 
 
 def _import(names: set[str]) -> cst.BaseStatement:

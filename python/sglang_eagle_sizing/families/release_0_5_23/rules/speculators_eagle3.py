@@ -1,5 +1,6 @@
 """``speculators-eagle3``: a speculators-format EAGLE-3 drafter's config is read as the
-``LlamaForCausalLMEagle3`` config it describes, and its declared layer ids reach the capture.
+``LlamaForCausalLMEagle3`` config it describes (its layer ids, hidden-state indices, reach the
+capture through the parser: ``inserted.SPECULATORS_INDICES_PARSED``).
 """
 
 from __future__ import annotations
@@ -10,33 +11,19 @@ from sglang_eagle_sizing import shared
 from sglang_eagle_sizing.engine import Finding
 from sglang_eagle_sizing.families.release_0_5_23 import concerns
 from sglang_eagle_sizing.families.release_0_5_23.inserted import (
-    INDICES_FIELD,
-    INDICES_FIELD_TEXT,
     SPECULATORS_LOADER,
     SPECULATORS_LOADER_FUNCTION,
 )
 from sglang_eagle_sizing.families.release_0_5_23.rules.base import (
-    ClassRule,
     ScopedRule,
-    fields_of,
     two_blank_lines,
 )
-from sglang_eagle_sizing.families.release_0_5_23.rules.draft_check import (
-    LABEL_CAPTURE,
-    LAYER_IDS_PARAM,
-)
-from sglang_eagle_sizing.families.release_0_5_23.sites import (
-    CAPTURE_CALL,
-    CAPTURE_CALLER,
-    CAPTURE_CONFIG,
-    CONFIG_READ,
-)
+from sglang_eagle_sizing.families.release_0_5_23.sites import CONFIG_READ
 from sglang_eagle_sizing.syntax import (
     contains,
     dotted,
     same_expression,
     statement,
-    statements_with_comments,
 )
 
 
@@ -132,74 +119,3 @@ class SpeculatorsConfigRule(ScopedRule):
 
 
 LABEL_SPECULATORS = "speculators-config"
-
-
-class CaptureCallerRule(ScopedRule):
-    """The model runner passes ``configure_aux_hidden_state_capture`` the indices its
-    resolved ``SpecAuxHiddenStateConfig`` holds, after the layer ids, as it passes every
-    other field."""
-
-    concerns = (concerns.SPECULATORS_EAGLE3,)
-    places = (CAPTURE_CALLER,)
-    files = frozenset({CAPTURE_CALLER[0]})
-    needles = (CAPTURE_CALL[1],)
-    reads = "the target's capture is configured there"
-
-    def __init__(self, file: str):
-        super().__init__(file)
-        self.found = 0
-
-    def leave_Call(self, original_node, updated_node):
-        if self.scope != CAPTURE_CALLER[1] or dotted(original_node.func) != CAPTURE_CALL[1]:
-            return updated_node
-        self.found += 1
-        args = list(updated_node.args)
-        keywords = [a.keyword.value if a.keyword else None for a in args]
-        if INDICES_FIELD in keywords:
-            self.report(original_node, LABEL_CAPTURE, Finding.ROUTED)
-            return updated_node
-        if LAYER_IDS_PARAM not in keywords:
-            raise self.fail(original_node, f"{self.scope}: {CAPTURE_CALL[1]} without {LAYER_IDS_PARAM}=")
-        index = keywords.index(LAYER_IDS_PARAM)
-        value = args[index].value
-        if not (
-            isinstance(value, cst.Attribute)
-            and value.attr.value == LAYER_IDS_PARAM
-        ):
-            raise self.fail(original_node, f"{self.scope}: {LAYER_IDS_PARAM}= is not a field of the config")
-        self.report(original_node, LABEL_CAPTURE, Finding.UNROUTED)
-        new = args[index].with_changes(
-            keyword=cst.Name(INDICES_FIELD),
-            value=value.with_changes(attr=cst.Name(INDICES_FIELD)),
-        )
-        args.insert(index + 1, new)
-        return updated_node.with_changes(args=args)
-
-    def leave_FunctionDef(self, original_node, updated_node):
-        scope = self.scope
-        updated_node = super().leave_FunctionDef(original_node, updated_node)
-        if scope == CAPTURE_CALLER[1] and self.found != 1:
-            raise self.fail(original_node, f"{scope}: {self.found} calls of {CAPTURE_CALL[1]}, the rule knows one")
-        return updated_node
-
-
-class CaptureConfigFieldRule(ClassRule):
-    """``SpecAuxHiddenStateConfig`` gets ``eagle_aux_hidden_state_indices`` after
-    ``eagle_aux_hidden_state_layer_ids``: what ``_resolve_eagle_aux_hidden_state`` reads of a
-    speculators drafter for the capture."""
-
-    concerns = (concerns.SPECULATORS_EAGLE3,)
-    places = (CAPTURE_CONFIG,)
-
-    def rewrite_class(self, node, body):
-        name = node.name.value
-        fields = {dotted(body[i].body[0].target): i for i in fields_of(body)}
-        if INDICES_FIELD in fields:
-            self.report(node, LABEL_CAPTURE, Finding.ROUTED, name)
-            return None
-        if LAYER_IDS_PARAM not in fields:
-            raise self.fail(node, f"{name}: no field {LAYER_IDS_PARAM}")
-        self.report(node, LABEL_CAPTURE, Finding.UNROUTED, name)
-        index = fields[LAYER_IDS_PARAM] + 1
-        body[index:index] = statements_with_comments(INDICES_FIELD_TEXT, 4)
-        return body

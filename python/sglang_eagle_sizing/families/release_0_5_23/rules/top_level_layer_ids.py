@@ -1,14 +1,14 @@
 """``top-level-layer-ids``: the target's capture reads the drafter's layer ids through the
-parser, top-level ids included.
+parser, top-level ids (hidden-state indices) included, and hands the target class the layer
+ids for which its contract captures them (``get_eagle3_target_layer_ids``).
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from sglang_eagle_sizing.concerns import enabled
 from sglang_eagle_sizing.families.release_0_5_23 import concerns
-from sglang_eagle_sizing.families.release_0_5_23.inserted import INDICES_FIELD, PARSE
+from sglang_eagle_sizing.families.release_0_5_23.inserted import PARSE, TARGET_LAYER_IDS
 from sglang_eagle_sizing.families.release_0_5_23.rules.base import parsed_into
 from sglang_eagle_sizing.families.release_0_5_23.sites import TARGET_CAPTURE
 from sglang_eagle_sizing.shared import CaptureTryRule
@@ -33,14 +33,19 @@ class TargetCaptureRule(CaptureTryRule):
             f"    draft_hf_config={hf_config}\n"
             ")\n"
             f"{owner}.eagle_use_aux_hidden_state = eagle3_draft_config.use_aux_hidden_state\n"
-            f"{owner}.eagle_aux_hidden_state_layer_ids = (\n"
-            "    eagle3_draft_config.aux_hidden_state_layer_ids\n"
+            f"{owner}.eagle_aux_hidden_state_layer_ids = {TARGET_LAYER_IDS}(\n"
+            f"    eagle3_draft_config, {TARGET_MODEL_CONFIG}\n"
             ")\n"
-            + (
-                f"{owner}.{INDICES_FIELD} = (\n"
-                "    eagle3_draft_config.aux_hidden_state_indices\n"
-                ")\n"
-                if enabled(concerns.SPECULATORS_EAGLE3)
-                else ""
-            )
         )
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool | None:
+        super().visit_FunctionDef(node)
+        if self.scope == self.place[1]:
+            names = {p.name.value for p in (*node.params.params, *node.params.kwonly_params)}
+            if TARGET_MODEL_CONFIG not in names:
+                raise self.fail(node, f"{self.scope}: no {TARGET_MODEL_CONFIG} parameter")
+        return True
+
+
+#: the target's ``ModelConfig``, a parameter of ``_resolve_eagle_aux_hidden_state``
+TARGET_MODEL_CONFIG = "model_config"
