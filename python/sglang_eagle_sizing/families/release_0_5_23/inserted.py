@@ -115,7 +115,10 @@ def _check_layer_ids(draft_hf_config: Any, key: str, value: Any) -> None:
 
 
 def _check_capture(
-    draft_hf_config: Any, target_model_config: Any, layer_ids: Optional[List[int]]
+    draft_hf_config: Any,
+    target_model_config: Any,
+    layer_ids: Optional[List[int]],
+    declared: Optional[List[int]],
 ) -> None:
     from sglang.srt.model_loader.utils import get_model_architecture
 
@@ -138,7 +141,7 @@ def _check_capture(
     if getattr(model_cls, "eagle3_captures_final_hidden_state", False):
         last, limit = num_layers, f"{num_layers} layers"
     if captured and (min(captured) < 0 or max(captured) > last):
-        value = "none (its default layers)" if layer_ids is None else layer_ids
+        value = "none (its default layers)" if declared is None else declared
         raise _invalid(
             draft_hf_config,
             _layer_ids_key(draft_hf_config),
@@ -191,7 +194,7 @@ def validate_eagle3_draft_config(
             f"{target_hidden_size}, the target's hidden size",
         )
     layer_ids = draft_config.aux_hidden_state_layer_ids
-    _check_capture(draft_hf_config, target_model_config, layer_ids)
+    _check_capture(draft_hf_config, target_model_config, layer_ids, layer_ids)
 """
 
 #: The ``top-level-layer-ids`` concern (after ``draft-check``): ids at the top level of the
@@ -304,8 +307,10 @@ HIDDEN_STATE_INDICES_CHECKED = (
 )
 HIDDEN_STATE_INDICES_CAPTURED = (
     """    layer_ids = draft_config.aux_hidden_state_layer_ids
+    _check_capture(draft_hf_config, target_model_config, layer_ids, layer_ids)
 """,
     """    layer_ids = get_eagle3_target_layer_ids(draft_config, target_model_config)
+    _check_capture(draft_hf_config, target_model_config, layer_ids, declared)
 """,
 )
 

@@ -63,7 +63,6 @@ class TestParseEagle3DraftConfig(CustomTestCase):
             SimpleNamespace(**{LAYER_IDS: [1, 5, 9, 12]}),
         ):
             parsed = parse_eagle3_draft_config(draft_hf_config=config)
-            self.assertEqual(parsed.aux_hidden_state_layer_ids, [1, 5, 9, 12])
             self.assertEqual(parsed.num_aux_hidden_states, 4)
             self.assertTrue(parsed.use_aux_hidden_state)
 

@@ -6,19 +6,14 @@ import re
 import tempfile
 import unittest
 from pathlib import Path
-from types import SimpleNamespace
 
-from torch import nn
-
+from sglang.srt.arg_groups.speculative_hook import _handle_eagle3_draft_check
 from sglang.srt.configs.model_config import ModelConfig
-from sglang.srt.model_executor.model_runner_components.attention_backend_setup import (
-    configure_aux_hidden_state_capture,
-)
 from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
     resolve_spec_aux_hidden_state_config,
 )
-from sglang.srt.models.deepseek_v2 import DeepseekV2Model, DeepseekV3ForCausalLM
-from sglang.srt.models.llama import LlamaForCausalLM, LlamaModel
+from sglang.srt.models.deepseek_v2 import DeepseekV3ForCausalLM
+from sglang.srt.models.llama import LlamaForCausalLM
 from sglang.srt.runtime_context import SpawnRanks, create_context, use_context
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
@@ -26,7 +21,7 @@ from sglang.srt.utils.hf_transformers_utils import get_config
 from sglang.test.ci.ci_register import register_cpu_ci
 from sglang.test.test_utils import CustomTestCase
 
-register_cpu_ci(est_time=27, suite="base-a-test-cpu")
+register_cpu_ci(est_time=60, suite="base-a-test-cpu")
 
 NUM_LAYERS = 6
 TARGET = {
@@ -45,8 +40,18 @@ SPECULATORS_DRAFT = {
     "target_hidden_size": 48,
     "norm_before_residual": True,
 }
-LLAMA = (LlamaForCausalLM, LlamaModel)
-DEEPSEEK = (DeepseekV3ForCausalLM, DeepseekV2Model)
+DEEPSEEK = {
+    **TARGET,
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "model_type": "deepseek_v3",
+    "kv_lora_rank": 16,
+    "q_lora_rank": None,
+    "qk_nope_head_dim": 16,
+    "qk_rope_head_dim": 8,
+    "v_head_dim": 16,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+}
 
 
 class TestSpeculatorsFormat(CustomTestCase):
@@ -57,50 +62,41 @@ class TestSpeculatorsFormat(CustomTestCase):
         (Path(folder.name) / "config.json").write_text(json.dumps(config))
         return folder.name
 
-    def resolved(self, layer_ids):
-        """What the model runner resolves for a drafter declaring ``layer_ids``."""
+    def server_args(self, layer_ids, target=TARGET):
         draft = {**SPECULATORS_DRAFT, "eagle_aux_hidden_state_layer_ids": layer_ids}
-        server_args = ServerArgs(
-            model_path=self.folder(TARGET),
+        return ServerArgs(
+            model_path=self.folder(target),
             device="cpu",
             speculative_algorithm="EAGLE3",
             speculative_draft_model_path=self.folder(draft),
             skip_tokenizer_init=True,
         )
+
+    def resolved(self, layer_ids, target=TARGET):
+        """What the model runner resolves for a drafter declaring ``layer_ids``, and
+        the target's config."""
+        server_args = self.server_args(layer_ids, target)
         context = create_context(
             server_args, role="test", ranks=SpawnRanks(world_rank=0)
         )
         with use_context(context):
+            model_config = ModelConfig.from_server_args(server_args)
             resolved = resolve_spec_aux_hidden_state_config(
                 server_args=server_args,
-                model_config=ModelConfig.from_server_args(server_args),
+                model_config=model_config,
                 spec_algorithm=SpeculativeAlgorithm.EAGLE3,
                 is_draft_worker=False,
             )
-        return resolved
+        return resolved, model_config
 
-    def captured(self, layer_ids, target=LLAMA):
-        """The layers a target captures for a drafter declaring ``layer_ids``."""
-        resolved = self.resolved(layer_ids)
-        # A target holding only what its capture reads.
-        model, inner = (cls.__new__(cls) for cls in target)
-        for module in (model, inner):
-            nn.Module.__init__(module)
-        inner.layers = nn.ModuleList(nn.Identity() for _ in range(NUM_LAYERS))
-        inner.layers_to_capture = []
-        model.model = inner
-        model.config = SimpleNamespace(num_hidden_layers=NUM_LAYERS)
-        model.pp_group = SimpleNamespace(is_last_rank=True)
-        configure_aux_hidden_state_capture(
-            model=model,
-            eagle_use_aux_hidden_state=resolved.eagle_use_aux_hidden_state,
-            eagle_aux_hidden_state_layer_ids=resolved.eagle_aux_hidden_state_layer_ids,
-            eagle_aux_hidden_state_indices=resolved.eagle_aux_hidden_state_indices,
-            dflash_use_aux_hidden_state=False,
-            dflash_target_layer_ids=None,
-            is_dspark=False,
+    def captured(self, layer_ids, target=TARGET):
+        """The hidden states the target class captures for a drafter declaring
+        ``layer_ids``."""
+        resolved, model_config = self.resolved(layer_ids, target)
+        model_cls = LlamaForCausalLM if target is TARGET else DeepseekV3ForCausalLM
+        return model_cls.get_eagle3_layers_to_capture(
+            model_config.hf_config, resolved.eagle_aux_hidden_state_layer_ids
         )
-        return list(inner.layers_to_capture)
 
     def test_only_a_speculators_config_reads_as_llama_eagle3(self):
         config = get_config(self.folder(SPECULATORS_DRAFT), trust_remote_code=False)
@@ -112,38 +108,49 @@ class TestSpeculatorsFormat(CustomTestCase):
         self.assertEqual(config.architectures, ["LlamaForCausalLM"])
         self.assertFalse(hasattr(config, "draft_vocab_size"))
 
+    def test_a_config_with_a_model_type_is_read_as_it_says(self):
+        # An SGLang EAGLE-3 config carrying a leftover speculators_config block.
+        leftover = {
+            **TARGET,
+            "architectures": ["LlamaForCausalLMEagle3"],
+            "speculators_config": {"algorithm": "eagle3"},
+            "transformer_layer_config": {"model_type": "qwen3"},
+        }
+        config = get_config(self.folder(leftover), trust_remote_code=False)
+        self.assertEqual(config.architectures, ["LlamaForCausalLMEagle3"])
+        self.assertEqual(config.hidden_size, 48)
+
     def test_layer_ids_name_the_targets_hidden_states(self):
         # speculators' id k is the target's output_hidden_states[k] (0: the
         # embeddings), the output of layer k - 1: SGLang's id k - 1.
-        resolved = self.resolved([1, 3, 5])
+        resolved, _ = self.resolved([1, 3, 5])
         self.assertEqual(resolved.eagle_aux_hidden_state_layer_ids, [0, 2, 4])
 
     def test_every_target_captures_the_hidden_states_the_ids_name(self):
         # Llama captures the output of SGLang's ids; DeepSeek-V3 takes them as
         # given unless the first is 1.
         for target, layer_ids in (
-            (LLAMA, [1, 3, 5]),
-            (LLAMA, [2, 4, 5]),
+            (TARGET, [1, 3, 5]),
+            (TARGET, [2, 4, 5]),
             (DEEPSEEK, [3, 4, 5]),
             (DEEPSEEK, [2, 4, 5]),
         ):
-            with self.subTest(target[0].__name__, layer_ids=layer_ids):
+            with self.subTest(target["architectures"][0], layer_ids=layer_ids):
                 self.assertEqual(self.captured(layer_ids, target), layer_ids)
 
-    def test_ids_no_target_captures_are_refused_as_declared(self):
-        # output_hidden_states[NUM_LAYERS] is after the final norm; no ids make
-        # DeepSeek-V3 capture the first layer's output alone.
+    def test_ids_no_target_captures_are_refused_before_the_weights_load(self):
+        # index NUM_LAYERS: Llama drops the last layer's output; no ids make
+        # DeepSeek-V3 capture [1, 4, 5].
         for target, layer_ids, reason in (
-            (LLAMA, [1, 3, NUM_LAYERS], f"index {NUM_LAYERS}, the final hidden state"),
-            (LLAMA, [0, 3], "0, the embeddings, is not captured"),
-            (DEEPSEEK, [1, 4, 5], "hidden-state indices.*target DeepseekV3ForCausalLM"),
+            (TARGET, [1, 3, NUM_LAYERS], f"LlamaForCausalLM.*up to {NUM_LAYERS - 1}"),
+            (DEEPSEEK, [1, 4, 5], "hidden-state indices.*DeepseekV3ForCausalLM"),
         ):
             declared = re.escape(f"eagle_aux_hidden_state_layer_ids={layer_ids}")
             with (
                 self.subTest(layer_ids),
                 self.assertRaisesRegex(ValueError, f"{declared}.*{reason}"),
             ):
-                self.captured(layer_ids, target)
+                _handle_eagle3_draft_check(self.server_args(layer_ids, target))
 
 
 if __name__ == "__main__":

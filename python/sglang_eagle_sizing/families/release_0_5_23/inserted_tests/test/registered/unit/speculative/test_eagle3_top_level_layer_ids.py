@@ -1,5 +1,6 @@
-"""EAGLE-3: the target captures the layers a drafter names, whether its config declares
-them in eagle_config or at its top level."""
+"""EAGLE-3: ids at the top level of a drafter's config (vLLM's key) name the target's
+hidden states, as transformers' output_hidden_states counts them; eagle_config's are
+layer ids, each read by the target class's own rule."""
 
 import json
 import os
@@ -11,13 +12,14 @@ from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state imp
     SpecAuxHiddenStateConfig,
     _resolve_eagle_aux_hidden_state,
 )
+from sglang.srt.models.llama import LlamaForCausalLM
 from sglang.srt.runtime_context import SpawnRanks, create_context, use_context
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from sglang.test.ci.ci_register import register_cpu_ci
 from sglang.test.test_utils import CustomTestCase
 
-register_cpu_ci(est_time=15, suite="base-a-test-cpu")
+register_cpu_ci(est_time=30, suite="base-a-test-cpu")
 
 LLAMA = {
     "architectures": ["LlamaForCausalLM"],
@@ -39,8 +41,7 @@ DRAFT = {
 
 class TestTopLevelLayerIds(CustomTestCase):
     def captured(self, **draft_keys):
-        """The layers the target's start-up captures for the drafter (None: the
-        target's default layers)."""
+        """The hidden states the target's start-up captures for the drafter."""
         folder = tempfile.TemporaryDirectory()
         self.addCleanup(folder.cleanup)
         paths = {}
@@ -61,28 +62,39 @@ class TestTopLevelLayerIds(CustomTestCase):
         )
         capture = SpecAuxHiddenStateConfig()
         with use_context(context):
+            model_config = ModelConfig.from_server_args(server_args)
             _resolve_eagle_aux_hidden_state(
                 config=capture,
                 server_args=server_args,
-                model_config=ModelConfig.from_server_args(server_args),
+                model_config=model_config,
                 spec_algorithm=SpeculativeAlgorithm.EAGLE3,
                 is_draft_worker=False,
             )
-        return capture.eagle_aux_hidden_state_layer_ids
-
-    def test_layer_ids_at_the_top_level_are_captured(self):
-        # Captured the target's default layers instead, and fed fc a wrong width.
-        self.assertEqual(
-            self.captured(eagle_aux_hidden_state_layer_ids=[0, 1, 2, 3]), [0, 1, 2, 3]
+        return LlamaForCausalLM.get_eagle3_layers_to_capture(
+            model_config.hf_config, capture.eagle_aux_hidden_state_layer_ids
         )
 
-    def test_layer_ids_in_eagle_config_are_captured(self):
-        eagle_config = {"eagle_aux_hidden_state_layer_ids": [0, 2, 4]}
-        self.assertEqual(self.captured(eagle_config=eagle_config), [0, 2, 4])
+    def test_ids_at_the_top_level_are_the_hidden_states_captured(self):
+        # The target captured its default layers [2, 3, 3] instead; with 4 ids
+        # fc failed at the first request.
+        self.assertEqual(self.captured(**{LAYER_IDS: [1, 2, 3, 4]}), [1, 2, 3, 4])
+        self.assertEqual(self.captured(**{LAYER_IDS: [2, 3, 5]}), [2, 3, 5])
+
+    def test_layer_ids_in_eagle_config_keep_the_targets_rule(self):
+        self.assertEqual(self.captured(eagle_config={LAYER_IDS: [0, 2, 4]}), [1, 3, 5])
+
+    def test_eagle_config_comes_first(self):
+        # As the release serves it: fc and the buffers read eagle_config's ids.
+        captured = self.captured(
+            eagle_config={LAYER_IDS: [0, 2, 4]}, **{LAYER_IDS: [1, 2, 3, 4]}
+        )
+        self.assertEqual(captured, [1, 3, 5])
 
     def test_no_layer_ids_means_the_targets_default_layers(self):
-        self.assertIsNone(self.captured())
+        self.assertEqual(self.captured(), [2, 3, 3])
 
+
+LAYER_IDS = "eagle_aux_hidden_state_layer_ids"
 
 if __name__ == "__main__":
     unittest.main()
