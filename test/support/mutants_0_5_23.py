@@ -17,6 +17,14 @@ PARSER = SRT + "speculative/eagle3_draft_config.py"
 HOOK = SRT + "arg_groups/speculative_hook.py"
 CONFIG = SRT + "utils/hf_transformers/config.py"
 EAGLE3 = SRT + "models/llama_eagle3.py"
+LLAMA = SRT + "models/llama.py"
+DEEPSEEK = SRT + "models/deepseek_v2.py"
+GPT_OSS = SRT + "models/gpt_oss.py"
+#: a class's ``set_eagle3_layers_to_capture`` handing over what its contract answers
+SETTER_CAPTURES = (
+    r"self\.model\.layers_to_capture = self\.get_eagle3_layers_to_capture\(\n"
+    r"\s*self\.config, layer_ids\n\s*\)\n"
+)
 
 
 @dataclass(frozen=True)
@@ -67,24 +75,29 @@ MUTANTS = (
         _release(CAPTURE),
     ),
     Mutant(
-        "draft check: not called",
+        "draft check: not called by the server arguments",
         TESTS + "test_eagle3_draft_check.py",
-        _edit(CAPTURE, r"        validate_eagle3_draft_config\(\n(?:.*\n){3}        \)\n", ""),
+        _edit(HOOK, r"\n    _handle_eagle3_draft_check\(server_args\)\n", "\n"),
     ),
     Mutant(
-        "draft check: an id past the target's layers allowed",
+        "draft check: a layer the target class does not capture allowed",
         TESTS + "test_eagle3_draft_check.py",
-        _edit(PARSER, r"max\(layer_ids\) > num_layers:", "max(layer_ids) > num_layers + 1:"),
+        _edit(PARSER, r"if captured and \(min\(captured\) < 0 or max\(captured\) > last\):", "if False:"),
+    ),
+    Mutant(
+        "draft check: GPT-OSS's last layer's output refused",
+        TESTS + "test_eagle3_draft_check.py",
+        _edit(PARSER, r'if getattr\(model_cls, "eagle3_captures_final_hidden_state", False\):', "if False:"),
+    ),
+    Mutant(
+        "draft check: a target without EAGLE-3 capture passes",
+        TESTS + "test_eagle3_draft_check.py",
+        _edit(PARSER, r'if not hasattr\(model_cls, "set_eagle3_layers_to_capture"\):', "if False:"),
     ),
     Mutant(
         "draft check: a num_aux_hidden_states other than the captured layers allowed",
         TESTS + "test_eagle3_draft_check.py",
         _edit(PARSER, r"if draft_config\.num_aux_hidden_states != captured:", "if False:"),
-    ),
-    Mutant(
-        "draft check: layer ids declared twice may differ",
-        TESTS + "test_eagle3_draft_check.py",
-        _edit(PARSER, r"if list\(nested_ids\) != list\(top_level_ids\):", "if False:"),
     ),
     Mutant(
         "draft dtype: not decided (0.5.23's draft keeps its config's dtype)",
@@ -101,19 +114,63 @@ MUTANTS = (
         ),
     ),
     Mutant(
-        "capture: the class's method alone (0.5.23's configure_aux_hidden_state_capture)",
-        TESTS + "test_eagle3_capture_rule.py",
-        _release(SRT + "model_executor/model_runner_components/attention_backend_setup.py"),
+        "contract +1 (Llama): the capture computed apart from the declaration",
+        TESTS + "test_eagle3_capture_contract.py",
+        _edit(LLAMA, SETTER_CAPTURES, "self.model.layers_to_capture = [2, 3, 4] if layer_ids is None else [v + 1 for v in layer_ids]\n"),
     ),
     Mutant(
-        "capture: GPT-OSS's last layer's output refused",
-        TESTS + "test_eagle3_capture_rule.py",
-        _edit(PARSER, r'if getattr\(holder, "captures_final_hidden_state", False\):', "if False:"),
+        "contract +1 (Llama): the declared rule changed",
+        TESTS + "test_eagle3_capture_contract.py",
+        _edit(LLAMA, r"return \[val \+ 1 for val in layer_ids\]", "return list(layer_ids)"),
     ),
     Mutant(
-        "capture: a delegating target's capture not reached",
-        TESTS + "test_eagle3_capture_rule.py",
-        _edit(PARSER, r"for m in model\.modules\(\)", "for m in model.children()"),
+        "contract first-id-1 (DeepSeek-V3): the capture computed apart from the declaration",
+        TESTS + "test_eagle3_capture_contract.py",
+        _edit(DEEPSEEK, SETTER_CAPTURES, "self.model.layers_to_capture = [2, 4, 5] if layer_ids is None else [v + 1 for v in layer_ids]\n"),
+    ),
+    Mutant(
+        "contract first-id-1 (DeepSeek-V3): the declared rule +1 always",
+        TESTS + "test_eagle3_capture_contract.py",
+        _edit(DEEPSEEK, r"if layer_ids and layer_ids\[0\] == 1:", "if True:"),
+    ),
+    Mutant(
+        "contract ids-ending-at-L (GPT-OSS): the capture computed apart from the declaration",
+        TESTS + "test_eagle3_capture_contract.py",
+        _edit(GPT_OSS, SETTER_CAPTURES, "self.model.layers_to_capture = [2, 4, 5] if layer_ids is None else [v + 1 for v in layer_ids]\n"),
+    ),
+    Mutant(
+        "contract ids-ending-at-L (GPT-OSS): the declared rule +1 always",
+        TESTS + "test_eagle3_capture_contract.py",
+        _edit(GPT_OSS, r"if layer_ids and max\(layer_ids\) == num_layers:", "if False:"),
+    ),
+    Mutant(
+        "contract per-layer flags (Qwen3-MoE): the capture computed apart from the declaration",
+        TESTS + "test_eagle3_capture_contract.py",
+        _edit(
+            SRT + "models/qwen3_moe.py",
+            r"layers_to_capture = self\.get_eagle3_layers_to_capture\(self\.config, layer_ids\)\n",
+            "layers_to_capture = [2, 4, 5] if layer_ids is None else [v for v in layer_ids]\n",
+        ),
+    ),
+    Mutant(
+        "contract delegation (Kimi-K2.5): declared apart from its language model",
+        TESTS + "test_eagle3_capture_contract.py",
+        _edit(SRT + "models/kimi_k25.py", r"hf_config\.text_config, layer_ids\n", "hf_config.text_config, layer_ids and [i + 1 for i in layer_ids]\n"),
+    ),
+    Mutant(
+        "contract final boundary (Gemma-3): not said",
+        TESTS + "test_eagle3_capture_contract.py",
+        _edit(SRT + "models/gemma3_causal.py", r"eagle3_captures_final_hidden_state = True", "eagle3_captures_final_hidden_state = False"),
+    ),
+    Mutant(
+        "top-level ids: 0.5.23's reading (eagle_config ids only)",
+        TESTS + "test_eagle3_top_level_layer_ids.py",
+        _release(CAPTURE),
+    ),
+    Mutant(
+        "top-level ids: read as layer ids (off by one)",
+        TESTS + "test_eagle3_top_level_layer_ids.py",
+        _edit(PARSER, r"for layer_ids in \(\[i - 1 for i in indices\], list\(indices\)\):", "for layer_ids in (list(indices),):"),
     ),
     Mutant(
         "speculators format: not read (0.5.23's AutoConfig alone)",
@@ -121,19 +178,19 @@ MUTANTS = (
         _edit(CONFIG, r"config = _try_load_speculators_eagle3_config\(model, revision, \*\*kwargs\)", "config = None"),
     ),
     Mutant(
-        "speculators format: layer ids taken as SGLang's (off by one)",
+        "speculators format: a config with a model_type read as speculators",
         TESTS + "test_eagle3_speculators_format.py",
-        _edit(CONFIG, r"\[i - 1 for i in layer_ids\]", "list(layer_ids)"),
+        _edit(CONFIG, r' or "model_type" in config_dict', ""),
+    ),
+    Mutant(
+        "speculators format: ids read from the converted layer ids (off by one)",
+        TESTS + "test_eagle3_speculators_format.py",
+        _edit(PARSER, r'draft_hf_config, "speculators_eagle_aux_hidden_state_layer_ids", None', 'draft_hf_config, "speculators_ids_not_read", None'),
     ),
     Mutant(
         "speculators format: the ids given to DeepSeek's rule unchanged",
         TESTS + "test_eagle3_speculators_format.py",
-        _edit(PARSER, r"if hidden_state_indices is not None:", "if False:"),
-    ),
-    Mutant(
-        "speculators format: a refused id named as SGLang counts it",
-        TESTS + "test_eagle3_speculators_format.py",
-        _edit(CONFIG, r"config\.speculators_eagle_aux_hidden_state_layer_ids = layer_ids", "pass"),
+        _edit(PARSER, r"for layer_ids in \(\[i - 1 for i in indices\], list\(indices\)\):", "for layer_ids in ([i - 1 for i in indices],):"),
     ),
     Mutant(
         "norm_before_residual: not read (0.5.23's raw residual)",
