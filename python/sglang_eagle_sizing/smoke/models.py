@@ -566,6 +566,13 @@ def hidden_state_of(layer_id: int, drafter_format: str) -> int:
     return layer_id if drafter_format == "speculators" else layer_id + 1
 
 
+def ids_meaning(spec) -> str:
+    """How a drafter's declared ids count, for ``hidden_state_of``: ids at the top level of
+    its config are vLLM's key, whose ids are ``output_hidden_states`` indices as the
+    speculators format's are; ``eagle_config``'s are SGLang's."""
+    return "speculators" if spec.format == "speculators" or spec.ids_at == "top" else "hf"
+
+
 def layer_id_of(hidden_state: int, drafter_format: str) -> int:
     """The id a drafter of this format declares for that hidden state."""
     return hidden_state if drafter_format == "speculators" else hidden_state - 1
@@ -578,7 +585,7 @@ def captured_hidden_states(spec: DrafterSpec, target: TargetSpec) -> list[int]:
     if spec.aux_layer_ids is None:
         states = [2, L // 2, L - 3]
     else:
-        states = [hidden_state_of(i, spec.format) for i in spec.aux_layer_ids]
+        states = [hidden_state_of(i, ids_meaning(spec)) for i in spec.aux_layer_ids]
     if len(set(states)) != len(states) or not all(1 <= k <= L - 1 for k in states):
         raise ValueError(
             f"the layers craft needs distinct hidden states in 1..{L - 1} (the outputs of "

@@ -194,15 +194,17 @@ def pair_case(folder: Path, family: Family = BEFORE_REFACTOR) -> Case:
     top_ids = draft.get("eagle_aux_hidden_state_layer_ids")
     ids = nested_ids if nested_ids is not None else top_ids
     drafter_format = "speculators" if speculators else "hf"
+    # top-level ids count as output_hidden_states indices (vLLM's key), as speculators' do
+    ids_format = "speculators" if speculators or nested_ids is None else "hf"
     tiny_layers, tiny_ids = TINY_LAYERS, None
     if ids:
         tiny_layers, states = map_hidden_states(
-            [hidden_state_of(i, drafter_format) for i in ids], target["num_hidden_layers"]
+            [hidden_state_of(i, ids_format) for i in ids], target["num_hidden_layers"]
         )
-        tiny_ids = tuple(layer_id_of(k, drafter_format) for k in states)
+        tiny_ids = tuple(layer_id_of(k, ids_format) for k in states)
         tiny_layers, tiny_ids = keep_rule_branch(
             served_arch, ids, tiny_ids, target["num_hidden_layers"], tiny_layers,
-            drafter_format,
+            ids_format,
         )
     draft_vocab = draft.get("draft_vocab_size")
     tiny_draft_vocab = (

@@ -61,10 +61,11 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         "eagle3-toplevel-ids-v2",
-        "EAGLE-3 drafter declaring eagle_aux_hidden_state_layer_ids at the top level, v2 "
-        "worker; unpatched 0.5.23's capture ignores them",
+        "EAGLE-3 drafter declaring eagle_aux_hidden_state_layer_ids at the top level "
+        "(vLLM's key: hidden-state indices [1, 2, 3]), v2 worker; unpatched 0.5.23's "
+        "capture ignores them",
         "EAGLE3",
-        DrafterSpec(kind="eagle3", aux_layer_ids=(0, 1, 2), ids_at="top"),
+        DrafterSpec(kind="eagle3", aux_layer_ids=(1, 2, 3), ids_at="top"),
         CHAIN,
         release_error=CAPTURE_IGNORES_TOP_LEVEL_IDS,
     ),
@@ -80,9 +81,10 @@ CASES: tuple[Case, ...] = (
     replace(
         FOUR_IDS,
         name="eagle3-4ids-toplevel-v2",
-        description="the same drafter with its 4 layer ids at the top level; v2 worker "
-        "(unpatched 0.5.23 sizes fc for 3 layers and captures its default 3)",
-        drafter=replace(FOUR_IDS.drafter, ids_at="top"),
+        description="the same drafter with its 4 ids at the top level (vLLM's key: the "
+        "hidden-state indices [1, 2, 3, 4] of the same layers); v2 worker (unpatched 0.5.23 "
+        "sizes fc for 3 layers and captures its default 3)",
+        drafter=replace(FOUR_IDS.drafter, aux_layer_ids=(1, 2, 3, 4), ids_at="top"),
         flags=CHAIN,
         release_error=FC_SHAPE,
     ),
