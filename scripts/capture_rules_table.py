@@ -186,6 +186,22 @@ def cell_text(cell: dict | None) -> str:
     return str(cell["captured"]).replace(" ", "")
 
 
+def contract_of(row: dict | None) -> str:
+    """The patched row's declared contract beside its capture: ``undeclared``, ``= capture``
+    (the classmethod answered what the method captured in every case it ran), or the cases
+    where they differ."""
+    if row is None or row.get("unknown"):
+        return "-"
+    if not row.get("declares"):
+        return "undeclared"
+    differ = [
+        case
+        for case, cell in row["cells"].items()
+        if "captured" in cell and cell.get("declared") != cell["captured"]
+    ]
+    return "= capture" if not differ else "**differs: " + ", ".join(differ) + "**"
+
+
 def render_family(
     family: str, results: dict, num_layers: int, seconds: float
 ) -> list[str]:
@@ -232,34 +248,60 @@ def render_family(
     ]
     for rule, rows in sorted(groups.items(), key=lambda item: -len(item[1])):
         lines.append(f"- {rule}: {len(rows)}")
+    contracts = [contract_of(r) for r in patched["rows"] if not r.get("unknown")]
+    undeclared = [
+        f"{r['file']}.{r['class']}"
+        for r in patched["rows"]
+        if not r.get("unknown") and not r.get("declares")
+    ]
+    flags = [
+        r
+        for r in patched["rows"]
+        if r.get("declares")
+        and r.get("final_flag") != r.get("final_boundary", "").startswith("yes")
+    ]
+    lines += [
+        "",
+        (
+            f"Patched tree: {contracts.count('= capture')} classes declare their capture "
+            "(`get_eagle3_layers_to_capture`, read from the config alone) and capture exactly "
+            f"what they declare in every case; {sum(c.startswith('**') for c in contracts)} "
+            f"differ; undeclared: {', '.join(undeclared) or 'none'} (the inner decoder stacks "
+            "take the indices their outer class computes). Classes whose "
+            "`eagle3_captures_final_hidden_state` differs from what their forward does: "
+            f"{', '.join(r['class'] for r in flags) or 'none'}."
+        ),
+    ]
     header = " | ".join(label for _, label in CASES)
     for rule, rows in sorted(groups.items(), key=lambda item: -len(item[1])):
         lines += [
             "",
             f"### {rule}",
             "",
-            f"| file | class | registered | method of | {header} | forward captures L |",
-            "| --- | --- | --- | --- |" + " --- |" * len(CASES) + " --- |",
+            f"| file | class | registered | method of | {header} | forward captures L"
+            + " | patched: declared |",
+            "| --- | --- | --- | --- |" + " --- |" * len(CASES) + " --- | --- |",
         ]
         for row in rows:
             if row.get("unknown"):
                 lines.append(
                     f"| {row['file']} | {row['class']} | - | - | unknown: {row['unknown']} |"
-                    + " |" * len(CASES)
+                    + " |" * (len(CASES) + 1)
                 )
                 continue
             other = patched_rows.get((row["file"], row["class"]), {"cells": {}})
             cells = []
             for case, _ in CASES:
-                now, then = cell_text(row["cells"].get(case)), cell_text(
-                    other.get("cells", {}).get(case)
+                now, then = (
+                    cell_text(row["cells"].get(case)),
+                    cell_text(other.get("cells", {}).get(case)),
                 )
                 cells.append(now if now == then else f"{now} → **{then}**")
             lines.append(
                 f"| {row['file']} | {row['class']} | {'yes' if row['registered'] else 'no'} | "
                 f"{row['method_of']} | "
                 + " | ".join(cells)
-                + f" | {row['final_boundary']} |"
+                + f" | {row['final_boundary']} | {contract_of(patched_rows.get((row['file'], row['class'])))} |"
             )
     return lines
 
@@ -291,7 +333,13 @@ def render(families: dict, num_layers: int, timings: dict) -> str:
         "holds `layers_to_capture` (a membership test on something other than the layer loop's",
         "index, such as `self.end_layer`, captures the final hidden state); not run. The",
         "registered column: the class is in its file's `EntryClass`; a class that is not (an inner",
-        "decoder stack) takes layer indices from its outer class.",
+        "decoder stack) takes layer indices from its outer class. On a patched 0.5.23 tree each",
+        "class is given the ids its own start-up would give it (hidden-state indices turned into",
+        "ids by `layer_ids_for_hidden_states`, by the class's contract) and `refused` is",
+        "`check_eagle3_capture`'s refusal for that class, before any weights load. `patched:",
+        "declared`: whether the class declares its capture (`get_eagle3_layers_to_capture`, read",
+        "from the config alone) and that answer equals what its `set_eagle3_layers_to_capture`",
+        "captured in every case (`= capture`).",
         "",
     ]
     for family, results in families.items():

@@ -244,7 +244,81 @@ def stand_in_config(num_layers: int, architecture: str):
     )
 
 
-def class_rows(file: str, calls: dict, num_layers: int) -> list[dict]:
+#: the class contract the 0.5.23 patch declares: what a class captures, from its config
+CONTRACT = "get_eagle3_layers_to_capture"
+FINAL_FLAG = "eagle3_captures_final_hidden_state"
+
+
+def declared_by(cls, config, passed) -> dict:
+    """What ``cls`` declares it captures for the ids the runner passed (its contract, read
+    from the config alone), or what asking raised."""
+    layer_ids = passed.get("eagle_aux_hidden_state_layer_ids")
+    try:
+        return {"declared": list(getattr(cls, CONTRACT)(config, layer_ids))}
+    except Exception as exc:  # noqa: BLE001  what the classmethod raised
+        return {"declared_raises": standin.one_line(exc)}
+
+
+def contract_module():
+    """The patched 0.5.23 tree's ``eagle3_draft_config`` when it checks each class's capture
+    before load (``check_eagle3_capture``), else None."""
+    try:
+        module = importlib.import_module("sglang.srt.speculative.eagle3_draft_config")
+    except ImportError:
+        return None
+    return module if hasattr(module, "check_eagle3_capture") else None
+
+
+def class_call(module, cls, config, draft: str, num_layers: int):
+    """(call on a model, what it passes) for ``cls`` on a tree that resolves the ids per
+    target class before load: the ids its contract gives for the drafter's hidden-state
+    indices, checked by ``check_eagle3_capture``; the refusal's text where it refuses."""
+    from sglang.srt.model_executor.model_runner_components.attention_backend_setup import (
+        configure_aux_hidden_state_capture,
+    )
+    from sglang.srt.utils.hf_transformers_utils import get_config
+
+    try:
+        draft_hf_config = get_config(draft, trust_remote_code=False)
+        parsed = module.parse_eagle3_draft_config(draft_hf_config=draft_hf_config)
+        layer_ids = parsed.aux_hidden_state_layer_ids
+        indices = getattr(parsed, "aux_hidden_state_indices", None)
+        if indices:
+            layer_ids = module.layer_ids_for_hidden_states(cls, config, indices)
+        module.check_eagle3_capture(
+            cls,
+            config,
+            num_layers,
+            layer_ids,
+            draft_hf_config=draft_hf_config,
+            declared=indices or layer_ids,
+        )
+    except Exception as exc:  # noqa: BLE001  the tree's refusal
+        return standin.one_line(exc), None
+    fields = {
+        "eagle_use_aux_hidden_state": parsed.use_aux_hidden_state,
+        "eagle_aux_hidden_state_layer_ids": layer_ids,
+    }
+
+    def call(model):
+        configure_aux_hidden_state_capture(
+            model=model,
+            **fields,
+            dflash_use_aux_hidden_state=False,
+            dflash_target_layer_ids=None,
+            is_dspark=False,
+        )
+
+    return call, fields
+
+
+def class_rows(
+    file: str,
+    calls: dict,
+    num_layers: int,
+    passed: dict | None = None,
+    drafts: dict | None = None,
+) -> list[dict]:
     import sglang
 
     path = Path(sglang.__file__).parent / "srt" / "models" / f"{file}.py"
@@ -274,11 +348,23 @@ def class_rows(file: str, calls: dict, num_layers: int) -> list[dict]:
             "registered": cls in entry,
             "unknown": None,
             "cells": {},
+            "declares": hasattr(cls, CONTRACT),
+            "final_flag": bool(getattr(cls, FINAL_FLAG, False)),
         }
         owner, _ = standin._defining(cls, standin.METHOD)
         row["method_of"] = f"{owner.__module__.rsplit('.', 1)[-1]}.{owner.__name__}"
         holder_cls = None
+        per_class = contract_module() if drafts else None
         for case, call in calls.items():
+            case_passed = (passed or {}).get(case)
+            if per_class is not None:
+                call, case_passed = class_call(
+                    per_class,
+                    cls,
+                    stand_in_config(num_layers, name),
+                    drafts[case],
+                    num_layers,
+                )
             if isinstance(call, str):
                 row["cells"][case] = {"refused": call}
                 continue
@@ -293,6 +379,8 @@ def class_rows(file: str, calls: dict, num_layers: int) -> list[dict]:
                 row["cells"][case] = {"raises": standin.one_line(exc)}
                 continue
             holder_cls = type(got.pop("holder"))
+            if row["declares"] and isinstance(case_passed, dict):
+                got.update(declared_by(cls, obj.config, case_passed))
             row["cells"][case] = got
         if row["unknown"] is None and holder_cls is None:
             first = next(iter(row["cells"].values()), {})
@@ -329,7 +417,15 @@ def probe(cases_path: str, only: list[str]) -> dict:
     for file in files:
         if only and file not in only:
             continue
-        rows.extend(class_rows(file, calls, spec["num_layers"]))
+        rows.extend(
+            class_rows(
+                file,
+                calls,
+                spec["num_layers"],
+                passed,
+                {case: entry["draft"] for case, entry in spec["cases"].items()},
+            )
+        )
     return {
         "version": getattr(sglang, "__version__", None),
         "root": str(Path(sglang.__file__).parent),

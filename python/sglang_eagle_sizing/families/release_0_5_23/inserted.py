@@ -114,15 +114,19 @@ def _check_layer_ids(draft_hf_config: Any, key: str, value: Any) -> None:
         raise _invalid(draft_hf_config, key, value, "a non-empty list of layer ids")
 
 
-def _check_capture(
-    draft_hf_config: Any,
-    target_model_config: Any,
+def check_eagle3_capture(
+    model_cls: type,
+    hf_config: Any,
+    num_layers: int,
     layer_ids: Optional[List[int]],
-    declared: Optional[List[int]],
+    *,
+    draft_hf_config: Any,
+    declared: Any,
 ) -> None:
-    from sglang.srt.model_loader.utils import get_model_architecture
+    \"\"\"Refuse layer ids the target class does not capture, by its own contract.
 
-    model_cls, _ = get_model_architecture(target_model_config)
+    ``declared``: the ids as the drafter's config declares them, for the message.
+    \"\"\"
     name = model_cls.__name__
     if not hasattr(model_cls, "set_eagle3_layers_to_capture"):
         raise ValueError(
@@ -132,10 +136,7 @@ def _check_capture(
         )
     if not hasattr(model_cls, "get_eagle3_layers_to_capture"):
         return  # the class does not say what it captures: it is not checked
-    captured = model_cls.get_eagle3_layers_to_capture(
-        target_model_config.hf_config, layer_ids
-    )
-    num_layers = target_model_config.hf_text_config.num_hidden_layers
+    captured = model_cls.get_eagle3_layers_to_capture(hf_config, layer_ids)
     last = num_layers - 1
     limit = f"{num_layers} layers and does not capture the last one's output"
     if getattr(model_cls, "eagle3_captures_final_hidden_state", False):
@@ -193,8 +194,18 @@ def validate_eagle3_draft_config(
             hidden_size_in,
             f"{target_hidden_size}, the target's hidden size",
         )
+    from sglang.srt.model_loader.utils import get_model_architecture
+
+    model_cls, _ = get_model_architecture(target_model_config)
     layer_ids = draft_config.aux_hidden_state_layer_ids
-    _check_capture(draft_hf_config, target_model_config, layer_ids, layer_ids)
+    check_eagle3_capture(
+        model_cls,
+        target_model_config.hf_config,
+        target_model_config.hf_text_config.num_hidden_layers,
+        layer_ids,
+        draft_hf_config=draft_hf_config,
+        declared=layer_ids,
+    )
 """
 
 #: The ``top-level-layer-ids`` concern (after ``draft-check``): ids at the top level of the
@@ -255,14 +266,24 @@ def get_eagle3_target_layer_ids(
     draft_config: Eagle3DraftConfig, target_model_config: Any
 ) -> Optional[List[int]]:
     \"\"\"The layer ids the target's ``set_eagle3_layers_to_capture`` is given: the
-    drafter's own, or those for which the target class captures exactly the hidden
-    states the drafter declares.\"\"\"
+    drafter's own, or those for which the target class captures the hidden states the
+    drafter declares.\"\"\"
     indices = draft_config.aux_hidden_state_indices
     if not indices:
         return draft_config.aux_hidden_state_layer_ids
     from sglang.srt.model_loader.utils import get_model_architecture
 
     model_cls, _ = get_model_architecture(target_model_config)
+    return layer_ids_for_hidden_states(
+        model_cls, target_model_config.hf_config, indices
+    )
+
+
+def layer_ids_for_hidden_states(
+    model_cls: type, hf_config: Any, indices: List[int]
+) -> List[int]:
+    \"\"\"The layer ids for which ``model_cls`` captures exactly the hidden states
+    ``indices`` (0: the embeddings, i: the output of layer i - 1), by its contract.\"\"\"
     contract = getattr(model_cls, "get_eagle3_layers_to_capture", None)
     if contract is None:
         raise ValueError(
@@ -272,7 +293,7 @@ def get_eagle3_target_layer_ids(
         )
     found = []
     for layer_ids in ([i - 1 for i in indices], list(indices)):
-        captured = contract(target_model_config.hf_config, layer_ids)
+        captured = contract(hf_config, layer_ids)
         if captured == list(indices):
             return layer_ids
         found.append(f"{captured} for {layer_ids}")
@@ -307,10 +328,30 @@ HIDDEN_STATE_INDICES_CHECKED = (
 )
 HIDDEN_STATE_INDICES_CAPTURED = (
     """    layer_ids = draft_config.aux_hidden_state_layer_ids
-    _check_capture(draft_hf_config, target_model_config, layer_ids, layer_ids)
+    check_eagle3_capture(
+        model_cls,
+        target_model_config.hf_config,
+        target_model_config.hf_text_config.num_hidden_layers,
+        layer_ids,
+        draft_hf_config=draft_hf_config,
+        declared=layer_ids,
+    )
 """,
-    """    layer_ids = get_eagle3_target_layer_ids(draft_config, target_model_config)
-    _check_capture(draft_hf_config, target_model_config, layer_ids, declared)
+    """    layer_ids = draft_config.aux_hidden_state_layer_ids
+    if draft_config.aux_hidden_state_indices:
+        layer_ids = layer_ids_for_hidden_states(
+            model_cls,
+            target_model_config.hf_config,
+            draft_config.aux_hidden_state_indices,
+        )
+    check_eagle3_capture(
+        model_cls,
+        target_model_config.hf_config,
+        target_model_config.hf_text_config.num_hidden_layers,
+        layer_ids,
+        draft_hf_config=draft_hf_config,
+        declared=declared,
+    )
 """,
 )
 
