@@ -86,6 +86,8 @@ class TestDraftCheck(CustomTestCase):
         self.check(eagle_config={LAYER_IDS: [1, 3, 4]})
         self.check(eagle_config={LAYER_IDS: [1, 3]}, num_aux_hidden_states=2)
         self.check(target_hidden_size=None, hidden_size=48)
+        # Declared twice: the release serves eagle_config's, fc and buffers agreeing.
+        self.check(eagle_config={LAYER_IDS: [1, 3, 4]}, **{LAYER_IDS: [2, 3, 4]})
 
     def test_num_aux_hidden_states_must_count_the_captured_layers(self):
         # fc and the buffers took 4, the target captured 3 layers.
@@ -128,6 +130,18 @@ class TestDraftCheck(CustomTestCase):
         with self.assertRaisesRegex(ValueError, "num_aux_hidden_states=4"):
             _handle_eagle3_draft_check(server_args)
         _handle_eagle3_draft_check(self.server_args(LLAMA))
+
+    def test_capture_without_a_drafter_is_not_checked(self):
+        # --enable-return-aux-hidden-states: ids of the capture flags, no drafter.
+        server_args = ServerArgs(
+            model_path=self.folder(LLAMA),
+            device="cpu",
+            speculative_algorithm="EAGLE3",
+            enable_return_aux_hidden_states=True,
+            return_aux_hidden_state_layer_ids=[1, 3, 5],
+            skip_tokenizer_init=True,
+        )
+        _handle_eagle3_draft_check(server_args)
 
     def test_a_target_without_eagle3_capture_is_refused(self):
         # Failed in configure_aux_hidden_state_capture, after the weights loaded.
