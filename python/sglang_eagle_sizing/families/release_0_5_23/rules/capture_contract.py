@@ -39,6 +39,7 @@ from sglang_eagle_sizing.syntax import (
     code_of,
     contains,
     dotted,
+    names_read,
     statement,
     statements_with_comments,
 )
@@ -161,18 +162,6 @@ class _ToClassmethod(cst.CSTTransformer):
         return updated_node
 
 
-def _reads_self(node) -> cst.CSTNode | None:
-    found = []
-
-    class _Find(cst.CSTVisitor):
-        def visit_Name(self, n):
-            if n.value == "self":
-                found.append(n)
-
-    node.visit(_Find())
-    return found[0] if found else None
-
-
 def _returns_annotation(param: cst.Param) -> str:
     ann = code_of(param.annotation.annotation) if param.annotation else ""
     if ann.startswith("Optional[") and ann.endswith("]"):
@@ -200,15 +189,24 @@ def _indent_docstring(function: cst.FunctionDef, indent: str) -> cst.FunctionDef
     string = first.body[0].value
     lines = string.value.split("\n")
     value = "\n".join([lines[0], *(indent + line.lstrip() for line in lines[1:])])
-    first = first.with_changes(body=[first.body[0].with_changes(value=string.with_changes(value=value))])
-    return function.with_changes(body=function.body.with_changes(body=[first, *function.body.body[1:]]))
+    first = first.with_changes(
+        body=[first.body[0].with_changes(value=string.with_changes(value=value))]
+    )
+    return function.with_changes(
+        body=function.body.with_changes(body=[first, *function.body.body[1:]])
+    )
 
 
 def _rule_contract(setter: cst.FunctionDef, param: cst.Param):
     """(the classmethod, the method's new body) for a method that computes its indices."""
     body = list(setter.body.body)
     docstring = []
-    if body and isinstance(body[0], cst.SimpleStatementLine) and isinstance(body[0].body[0], cst.Expr) and isinstance(body[0].body[0].value, cst.SimpleString):
+    if (
+        body
+        and isinstance(body[0], cst.SimpleStatementLine)
+        and isinstance(body[0].body[0], cst.Expr)
+        and isinstance(body[0].body[0].value, cst.SimpleString)
+    ):
         docstring, body = body[:1], body[1:]
     guards = []
     while body and _is_guard(body[0]):
@@ -228,12 +226,17 @@ def _rule_contract(setter: cst.FunctionDef, param: cst.Param):
     to_classmethod = _ToClassmethod()
     moved = [s.visit(to_classmethod) for s in rule]
     if len(to_classmethod.kinds) != 1:
-        raise ContractError(setter, f"{SETTER}: its indices go to {sorted(to_classmethod.kinds)}, the rule knows one place")
+        raise ContractError(
+            setter,
+            f"{SETTER}: its indices go to {sorted(to_classmethod.kinds)}, the rule knows one place",
+        )
     (kind,) = to_classmethod.kinds
     for stmt in moved:
-        found = _reads_self(stmt)
-        if found is not None:
-            raise ContractError(stmt, f"{SETTER}: reads the model ({code_of(stmt).strip().splitlines()[0]}), not only its config")
+        if "self" in names_read(stmt):
+            raise ContractError(
+                stmt,
+                f"{SETTER}: reads the model ({code_of(stmt).strip().splitlines()[0]}), not only its config",
+            )
     # the flags the branches set, set once before them
     inner = sorted(set(to_classmethod.flags))
     names = {code_of(f.body[0]).strip() for f in flags}
@@ -243,7 +246,7 @@ def _rule_contract(setter: cst.FunctionDef, param: cst.Param):
             names.add(flag)
     if inner and not _every_branch_flags(rule, inner):
         raise ContractError(setter, f"{SETTER}: a branch does not set {FLAG}")
-    post_reads = {n for s in post for n in _names(s)}
+    post_reads = {n for s in post for n in names_read(s)}
     for stmt in rule:
         local = _local(stmt)
         if local is not None and local != SINK_LOCAL and local in post_reads:
@@ -269,17 +272,25 @@ def _blank_before(stmt) -> bool:
 
 def _stripped_leading(stmt) -> str:
     if isinstance(stmt, (cst.SimpleStatementLine, cst.If, cst.For)):
-        return code_of(stmt.with_changes(leading_lines=[l for l in stmt.leading_lines if l.comment is not None]))
+        return code_of(
+            stmt.with_changes(
+                leading_lines=[l for l in stmt.leading_lines if l.comment is not None]
+            )
+        )
     return code_of(stmt)
 
 
 def _every_branch_flags(rule, flags) -> bool:
+    """Whether every ``if`` of the rule that sets a flag sets them all, in each branch."""
     for stmt in rule:
-        if isinstance(stmt, cst.If) and stmt.orelse is not None:
-            for branch in (stmt.body, stmt.orelse.body):
-                found = {code_of(s.body[0]).strip() for s in branch.body if _is_flag(s)}
-                if not set(flags) <= found:
-                    return False
+        if not contains(stmt, _is_flag):
+            continue
+        if not isinstance(stmt, cst.If) or stmt.orelse is None:
+            return False
+        for branch in (stmt.body, stmt.orelse.body):
+            found = {code_of(s.body[0]).strip() for s in branch.body if _is_flag(s)}
+            if not set(flags) <= found:
+                return False
     return True
 
 
@@ -291,18 +302,9 @@ def _local(stmt) -> str | None:
     return None
 
 
-def _names(node) -> set[str]:
-    found: set[str] = set()
-
-    class _Find(cst.CSTVisitor):
-        def visit_Name(self, n):
-            found.add(n.value)
-
-    node.visit(_Find())
-    return found
-
-
-def _delegate(setter: cst.FunctionDef, class_body, module_names: set[str]) -> tuple[str, str] | None:
+def _delegate(
+    setter: cst.FunctionDef, class_body, module_names: set[str]
+) -> tuple[str, str] | None:
     """(the inner class, its config) for a method that only hands ``layer_ids`` to
     ``self.<inner>.set_eagle3_layers_to_capture``, the inner built in ``__init__``."""
     calls = []
@@ -325,7 +327,11 @@ def _delegate(setter: cst.FunctionDef, class_body, module_names: set[str]) -> tu
 
     class _Built(cst.CSTVisitor):
         def visit_Assign(self, n):
-            if len(n.targets) == 1 and dotted(n.targets[0].target) == inner and isinstance(n.value, cst.Call):
+            if (
+                len(n.targets) == 1
+                and dotted(n.targets[0].target) == inner
+                and isinstance(n.value, cst.Call)
+            ):
                 built.append(n.value)
 
     inits[0].visit(_Built())
@@ -345,7 +351,7 @@ def _delegate(setter: cst.FunctionDef, class_body, module_names: set[str]) -> tu
         return None
     expression = code_of(config[0].value)
     renamed = cst.parse_expression(expression).visit(_Rename(config_param, HF_CONFIG))
-    if _reads_self(renamed) is not None:
+    if "self" in names_read(renamed):
         return None
     return call.func.value, code_of(renamed), imported
 
@@ -371,7 +377,11 @@ class _Rename(cst.CSTTransformer):
         self.old, self.new = old, new
 
     def leave_Name(self, original_node, updated_node):
-        return updated_node.with_changes(value=self.new) if original_node.value == self.old else updated_node
+        return (
+            updated_node.with_changes(value=self.new)
+            if original_node.value == self.old
+            else updated_node
+        )
 
 
 def _delegating_classmethod(
@@ -388,7 +398,9 @@ def _module_names(module: cst.Module) -> set[str]:
             names.add(stmt.name.value)
         elif isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
-                if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                if isinstance(small, cst.ImportFrom) and not isinstance(
+                    small.names, cst.ImportStar
+                ):
                     for alias in small.names:
                         names.add((alias.asname.name if alias.asname else alias.name).value)
     return names
@@ -460,13 +472,25 @@ class CaptureContractRule(Rule):
             first = next(i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef))
             new = statements_with_comments(FINAL_HIDDEN_STATE_TEXT, 4)
             method = body[first]
-            new[0] = new[0].with_changes(leading_lines=[*[l for l in method.leading_lines if l.comment is None], *new[0].leading_lines])
+            new[0] = new[0].with_changes(
+                leading_lines=[
+                    *[l for l in method.leading_lines if l.comment is None],
+                    *new[0].leading_lines,
+                ]
+            )
             body[first:first] = new
-            body[first + len(new)] = method.with_changes(leading_lines=[cst.EmptyLine(indent=False), *[l for l in method.leading_lines if l.comment is not None]])
+            body[first + len(new)] = method.with_changes(
+                leading_lines=[
+                    cst.EmptyLine(indent=False),
+                    *[l for l in method.leading_lines if l.comment is not None],
+                ]
+            )
         return body
 
     def leave_Module(self, original_node, updated_node):
-        missing = [n for f, n in FINAL_HIDDEN_STATE_CLASSES if f == self.file and n not in self.found]
+        missing = [
+            n for f, n in FINAL_HIDDEN_STATE_CLASSES if f == self.file and n not in self.found
+        ]
         if missing:
             raise self.fail(original_node, f"no class {', '.join(missing)}")
         if not self.declared:

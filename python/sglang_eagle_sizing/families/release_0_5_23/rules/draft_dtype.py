@@ -58,7 +58,9 @@ class DrafterHookRule(Rule):
             )
         body = list(updated_node.body)
         names = [getattr(stmt, "name", None) for stmt in body]
-        defined = [i for i, n in enumerate(names) if n is not None and n.value == DRAFT_DTYPE_ANCHOR]
+        defined = [
+            i for i, n in enumerate(names) if n is not None and n.value == DRAFT_DTYPE_ANCHOR
+        ]
         if any(n is not None and n.value == self.hook for n in names):
             return updated_node
         if len(defined) != 1:
