@@ -20,6 +20,7 @@ EAGLE3 = SRT + "models/llama_eagle3.py"
 LLAMA = SRT + "models/llama.py"
 DEEPSEEK = SRT + "models/deepseek_v2.py"
 GPT_OSS = SRT + "models/gpt_oss.py"
+GEMMA3 = SRT + "models/gemma3_causal.py"
 #: a class's ``set_eagle3_layers_to_capture`` handing over what its contract answers
 SETTER_CAPTURES = (
     r"self\.model\.layers_to_capture = self\.get_eagle3_layers_to_capture\(\n"
@@ -191,6 +192,24 @@ MUTANTS = (
         "speculators format: the ids given to DeepSeek's rule unchanged",
         TESTS + "test_eagle3_speculators_format.py",
         _edit(PARSER, r"for layer_ids in \(\[i - 1 for i in indices\], list\(indices\)\):", "for layer_ids in ([i - 1 for i in indices],):"),
+    ),
+    Mutant(
+        "gemma3 capture: the branch alone (0.5.23's gemma3_causal.py)",
+        TESTS + "test_gemma3_aux_hidden_states.py",
+        _release(GEMMA3),
+    ),
+    Mutant(
+        "gemma3 capture: the last layer's output taken after the final norm",
+        TESTS + "test_gemma3_aux_hidden_states.py",
+        _edit(
+            GEMMA3,
+            r"        if num_layers in self\.layers_to_capture:\n"
+            r"            aux_hidden_states\.append\(\n.*\n            \)\n\n"
+            r"        hidden_states, _ = self\.norm\(hidden_states, residual\)\n",
+            "        hidden_states, _ = self.norm(hidden_states, residual)\n"
+            "        if num_layers in self.layers_to_capture:\n"
+            "            aux_hidden_states.append(hidden_states)\n",
+        ),
     ),
     Mutant(
         "norm_before_residual: not read (0.5.23's raw residual)",

@@ -11,6 +11,7 @@ DRAFT_CHECK = "draft-check"
 DRAFT_DTYPE = "draft-dtype"
 SPECULATORS_NORMS = "speculators-norms"
 SPECULATORS_EAGLE3 = "speculators-eagle3"
+GEMMA3_AUX_RESIDUAL = "gemma3-aux-residual"
 STANDALONE_DISAGG = "standalone-disagg"
 IDLE_VERIFY_KV = "idle-verify-kv"
 
@@ -22,6 +23,7 @@ ORDER: tuple[str, ...] = (
     DRAFT_DTYPE,
     SPECULATORS_NORMS,
     SPECULATORS_EAGLE3,
+    GEMMA3_AUX_RESIDUAL,
     STANDALONE_DISAGG,
     IDLE_VERIFY_KV,
 )

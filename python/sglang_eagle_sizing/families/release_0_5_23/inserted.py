@@ -485,3 +485,12 @@ self.norm_before_residual = bool(
     )
 )
 """
+
+#: Each EAGLE-3 capture of Gemma-3's ``Gemma3TextModel.forward`` (the ``gemma3-aux-residual``
+#: concern): the decoder layer returns its branch and the residual stream apart, and the
+#: layer's output is their sum; before the first layer (no residual yet) the embeddings.
+GEMMA3_CAPTURE = (
+    "aux_hidden_states.append(\n"
+    "    hidden_states if residual is None else hidden_states + residual\n"
+    ")"
+)

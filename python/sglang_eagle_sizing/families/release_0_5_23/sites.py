@@ -77,6 +77,9 @@ CAPTURE_CONTRACT_MODELS = tuple(
         "qwen3_vl",
     )
 )
+#: Where Gemma-3 captures EAGLE-3 aux hidden states: its model's forward, whose decoder
+#: layers return their branch and the residual stream apart.
+GEMMA3_AUX = ("models/gemma3_causal.py", "Gemma3TextModel.forward")
 #: The classes whose model's forward captures the last layer's output when
 #: ``layers_to_capture`` holds the layer count (``self.end_layer in self.layers_to_capture``,
 #: ``num_layers in self.layers_to_capture`` after the layer loop of the model they capture
@@ -177,6 +180,7 @@ TEST_CONCERNS = {
     UNIT_TESTS + "test_eagle3_norm_before_residual.py": concerns.SPECULATORS_NORMS,
     UNIT_TESTS + "test_standalone_disagg_draft_input.py": concerns.STANDALONE_DISAGG,
     UNIT_TESTS + "test_idle_verify_input.py": concerns.IDLE_VERIFY_KV,
+    UNIT_TESTS + "test_gemma3_aux_hidden_states.py": concerns.GEMMA3_AUX_RESIDUAL,
 }
 
 

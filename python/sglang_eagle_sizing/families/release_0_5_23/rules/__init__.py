@@ -19,6 +19,9 @@ from sglang_eagle_sizing.families.release_0_5_23.rules.capture_contract import (
 )
 from sglang_eagle_sizing.families.release_0_5_23.rules.draft_check import DraftCheckRule
 from sglang_eagle_sizing.families.release_0_5_23.rules.draft_dtype import DraftDtypeRule
+from sglang_eagle_sizing.families.release_0_5_23.rules.gemma3_aux_residual import (
+    Gemma3AuxResidualRule,
+)
 from sglang_eagle_sizing.families.release_0_5_23.rules.idle_verify_kv import (
     IdleVerifyInputRule,
 )
@@ -48,6 +51,7 @@ RULES = (
     DraftDtypeRule,
     SpeculatorsConfigRule,
     NormBeforeResidualRule,
+    Gemma3AuxResidualRule,
     PrefillDraftProposalRule,
     MetadataDraftProposalRule,
     DisaggDraftInputRule,
