@@ -79,16 +79,21 @@ def time_to_failure(root: Path, case, built: Models, log: Path) -> tuple[float, 
     try:
         try:
             server.wait_ready(TIMEOUT)
-        except ServerError as exc:
-            lines = [l for l in server.log_tail().splitlines() if "Error" in l]
-            return time.monotonic() - start, f"{exc}: {lines[-1].strip() if lines else ''}"
+        except ServerError:
+            return time.monotonic() - start, f"refused at start-up: {_error(server)}"
         try:
             server.generate([[1, 2, 3, 4]], [4], timeout=TIMEOUT)
-        except ServerError as exc:
-            return time.monotonic() - start, f"the first request failed: {exc}"
+        except ServerError:
+            return time.monotonic() - start, f"the first request failed: {_error(server)}"
         return time.monotonic() - start, "served (no failure)"
     finally:
         server.stop()
+
+
+def _error(server: Server) -> str:
+    """The last ``...Error: ...`` line of the server's log."""
+    lines = [line for line in server.log_tail(10**6).splitlines() if "Error: " in line]
+    return lines[-1].strip() if lines else "no error in the log"
 
 
 def main() -> None:
