@@ -75,22 +75,30 @@ rules = _load("capture_rules_probe", HERE / "capture_rules_probe.py")
 standin = rules.standin
 
 
+def _frame(frame) -> str | None:
+    parts = Path(frame.filename).parts
+    for package in ("sglang", "transformers", "torch", "triton", "sgl_kernel"):
+        if package in parts:
+            index = len(parts) - 1 - parts[::-1].index(package)
+            return f"{'/'.join(parts[index:])}:{frame.lineno} {frame.name}"
+    return None
+
+
 def one_line(exc: BaseException) -> str:
-    """``Type: message`` and where it was raised (the innermost frame in sglang or
-    transformers), on one line."""
+    """``Type: message``, where SGLang's code raised it or made the call that did (its
+    innermost frame in ``sglang``) and, when another library raised it, that frame, on one
+    line."""
+    frames = [(f, _frame(f)) for f in traceback.extract_tb(exc.__traceback__)]
+    frames = [(f, where) for f, where in frames if where]
     where = ""
-    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        parts = Path(frame.filename).parts
-        for package in ("sglang", "transformers", "torch", "triton", "sgl_kernel"):
-            if package in parts:
-                index = len(parts) - 1 - parts[::-1].index(package)
-                where = f" at {'/'.join(parts[index:])}:{frame.lineno} {frame.name}"
-                break
-        if where:
-            break
+    ours = [w for f, w in frames if w.startswith("sglang/")]
+    if ours:
+        where = f" at {ours[-1]}"
+    if frames and not frames[-1][1].startswith("sglang/"):
+        where += f" (raised at {frames[-1][1]})"
     message = " ".join(str(exc).split())
-    if len(message) > 300:
-        message = message[:300] + "..."
+    if len(message) > 220:
+        message = message[:220] + "..."
     return f"{type(exc).__name__}: {message}{where}"
 
 
@@ -166,9 +174,79 @@ SMALL_VISION = {
 }
 
 
+def _has(config, key: str) -> bool:
+    try:
+        return hasattr(config, key)
+    except Exception:  # noqa: BLE001  a per-layer field (Gemma-4) read globally
+        return key in config.to_dict()
+
+
 def _small(config_class, values: dict) -> dict:
     default = config_class()
-    return {k: v for k, v in values.items() if hasattr(default, k)}
+    return {k: v for k, v in values.items() if _has(default, k)}
+
+
+#: the MLA fields of the smoke's DeepSeek-V3 target (smoke/classes.py): the latent and RoPE
+#: widths the Triton MLA kernel tiles, YaRN with factor 1 (SGLang's CPU RoPE for MLA is
+#: deepseek_yarn only), as many key/value heads as query heads
+MLA = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
+def mla_fields(layers: int) -> dict:
+    sys.path.insert(0, str(HERE.parents[1]))
+    from sglang_eagle_sizing.smoke.classes import config_of
+    from sglang_eagle_sizing.smoke.models import TargetSpec
+
+    deepseek = config_of(TargetSpec(architecture="DeepseekV3ForCausalLM", num_layers=layers))
+    keys = (*MLA, "rope_parameters", "num_key_value_heads")
+    return {k: deepseek[k] for k in keys}
+
+
+def checkpoint_keys(name: str, text: dict, layers: int) -> dict:
+    """Keys of the real checkpoints' configs that SGLang reads and transformers' config
+    class does not declare (or declares otherwise), per architecture."""
+    extra = {}
+    if "kv_lora_rank" in text and not name.startswith("Glm5Next"):
+        extra.update(mla_fields(layers))
+        extra["num_key_value_heads"] = text.get("num_attention_heads", 4)
+        if "head_dim" in text:
+            extra["head_dim"] = extra["qk_rope_head_dim"]
+        # DeepSeek's own config keys, which SGLang reads
+        extra.setdefault("moe_layer_freq", 1)
+        extra.setdefault("first_k_dense_replace", 1)
+        if name == "DeepseekV2ForCausalLM":
+            extra.update(scoring_func="softmax", topk_method="greedy")
+        else:
+            extra.update(scoring_func="sigmoid", topk_method="noaux_tc")
+    if name.startswith("Glm5Next"):
+        extra["num_key_value_heads"] = text.get("num_attention_heads", 4)
+    if name == "Qwen3NextForCausalLM":
+        # the checkpoints' full_attention_interval (transformers keeps layer_types only)
+        extra["full_attention_interval"] = layers
+    if name.lower().startswith("exaonemoe"):
+        # ExaoneMoE's checkpoints list which layers are sparse
+        first = text.get("first_k_dense_replace", 1)
+        extra["is_moe_layer"] = [i >= first for i in range(layers)]
+    if name == "MiniMaxM2ForCausalLM":
+        # transformers' MiniMax-M2 always norms q and k over all heads and routes with a
+        # score bias; SGLang's reads whether from the checkpoints' keys
+        extra.update(
+            scoring_func="sigmoid",
+            use_qk_norm=True,
+            qk_norm_type="per_layer",
+            use_routing_bias=True,
+        )
+    if name == "Qwen2_5_VLForConditionalGeneration":
+        # the sections of the rotary half-width (8) for time, height, width
+        extra["rope_parameters"] = {
+            "rope_type": "default",
+            "rope_theta": 1000000.0,
+            "mrope_section": [2, 3, 3],
+        }
+    if name == "LongcatFlashForCausalLM":
+        extra["num_layers"] = layers
+        extra["max_position_embeddings"] = 1024
+    return extra
 
 
 def tiny_config(hf_class, layers: int):
@@ -188,6 +266,7 @@ def tiny_config(hf_class, layers: int):
     if "text_config" in sub:
         text_class = sub["text_config"]
         text = {**_small(text_class, SMALL_TEXT), "num_hidden_layers": layers}
+        text.update(checkpoint_keys(name, text, layers))
         kwargs = {"text_config": text}
         if "vision_config" in sub and sub["vision_config"] is not None:
             kwargs["vision_config"] = _small(sub["vision_config"], SMALL_VISION)
@@ -202,8 +281,10 @@ def tiny_config(hf_class, layers: int):
         config.tie_word_embeddings = getattr(config, "tie_word_embeddings", False)
     else:
         values = {**_small(config_class, SMALL_TEXT), "num_hidden_layers": layers}
+        values.update(checkpoint_keys(name, values, layers))
         config = config_class(**values)
-    config.dtype = "float32"
+        for key, value in checkpoint_keys(name, values, layers).items():
+            setattr(config, key, value)
     return config
 
 
@@ -228,7 +309,14 @@ def build_tiny(hf_class, layers: int, folder: Path):
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     saved = json.loads((folder / "config.json").read_text())
-    saved["torch_dtype"] = "float32"
+    for part in (saved, *(v for v in saved.values() if isinstance(v, dict))):
+        if "model_type" in part or part is saved:
+            part["torch_dtype"] = part["dtype"] = "float32"
+            # the checkpoints (written by transformers 4) keep rope_theta at the top level,
+            # where some SGLang classes read it (else their default)
+            rope = part.get("rope_parameters")
+            if isinstance(rope, dict) and "rope_theta" in rope:
+                part.setdefault("rope_theta", rope["rope_theta"])
     (folder / "config.json").write_text(json.dumps(saved, indent=2, sort_keys=True))
     return model
 
@@ -328,10 +416,20 @@ class StopAtLogits(Exception):
     pass
 
 
+class KVSink:
+    """What the attention code writes to the KV cache goes nowhere: a prefill without a
+    prefix reads nothing back."""
+
+    def set_kv_buffer(self, *args, **kwargs):
+        pass
+
+    set_mla_kv_buffer = set_kv_buffer
+
+
 class EagerAttention:
     """Causal softmax attention over the prefill's own tokens (one request, no cache)."""
 
-    token_to_kv_pool = None
+    token_to_kv_pool = KVSink()
     req_to_token_pool = None
     # the server's backend names (None: the server args'), which DeepSeek's attention reads
     prefill_attention_backend_str = None
@@ -344,7 +442,7 @@ class EagerAttention:
         import torch
 
         heads, kv_heads = layer.tp_q_head_num, layer.tp_k_head_num
-        dtype = q.dtype
+        dtype = v.dtype
         qk_dim, v_dim = layer.qk_head_dim, layer.v_head_dim
         q = q.reshape(-1, heads, qk_dim).float()
         k = k.reshape(-1, kv_heads, qk_dim).float()
@@ -392,6 +490,11 @@ def server_args_for(folder: Path, attention: str, moe: str | None):
     from sglang.srt.server_args import ServerArgs
 
     extra = {} if moe is None else {"moe_runner_backend": moe}
+    config = json.loads((folder / "config.json").read_text())
+    text = config.get("text_config", config)
+    if "linear_attention" in (text.get("layer_types") or []):
+        # a hybrid (Mamba-style) model: no radix cache, so no Mamba cache snapshots
+        extra["disable_radix_cache"] = True
     return ServerArgs(
         model_path=str(folder),
         device="cpu",
@@ -467,9 +570,14 @@ def _load_sglang(folder: Path, attention: str, moe: str | None):
             initialize_moe_config(server_args)
         except ImportError:
             pass
+    load_config = LoadConfig(load_format="auto")
+    from sglang.srt.configs.update_config import adjust_config_with_unaligned_cpu_tp
+
+    # what the model runner does on a CPU before it loads
+    model_config = adjust_config_with_unaligned_cpu_tp(model_config, load_config, 1)
     model = get_model(
         model_config=model_config,
-        load_config=LoadConfig(load_format="auto"),
+        load_config=load_config,
         device_config=DeviceConfig("cpu", 0),
     )
     return model.eval()
@@ -483,21 +591,22 @@ def holder_of(model):
     return None
 
 
-def set_capture(model, layers: int):
-    """(ids passed, indices set, what a longer list raised) for the longest of
-    [0..L], [0..L-1], [0..L-2] the class's own method takes."""
+def capture_and_run(model, layers: int, hidden: int) -> tuple:
+    """(ids passed, indices set, chunks, what longer lists raised) for the longest of
+    [0..L], [0..L-1], [0..L-2] for which the class's own method and one prefill run."""
     raised = []
     for top in (layers, layers - 1, layers - 2):
         ids = list(range(top + 1))
         try:
             model.set_eagle3_layers_to_capture(ids)
+            holder = holder_of(model)
+            got = sorted(int(i) for i in getattr(holder, "layers_to_capture", []) or [])
+            chunks = run_sglang(model, hidden)
         except Exception as exc:  # noqa: BLE001  the class's rule refuses these ids
             raised.append(f"{ids}: {one_line(exc)}")
             continue
-        holder = holder_of(model)
-        got = sorted(int(i) for i in getattr(holder, "layers_to_capture", []) or [])
-        return ids, got, raised
-    return None, None, raised
+        return ids, got, chunks, raised
+    raise RuntimeError("every id list raised: " + " | ".join(raised))
 
 
 def forward_batch_for(tokens):
@@ -638,14 +747,12 @@ def probe_class(file, name, cls, registered, scratch: Path, layers: int) -> dict
         stage = "SGLang's loader builds the class"
         sgl_model, backend = load_sglang(folder)
         row["server_attention_backend"] = backend
-        stage = "set_eagle3_layers_to_capture"
-        ids, indices, raised = set_capture(sgl_model, layers)
+        stage = "set_eagle3_layers_to_capture and the prefill"
+        ids, indices, chunks, raised = capture_and_run(
+            sgl_model, layers, refs[0][1].shape[-1]
+        )
         row["ids_raised"] = raised
-        if ids is None:
-            raise RuntimeError("every id list raised")
         row["ids"], row["layers_to_capture"] = ids, indices
-        stage = "the prefill"
-        chunks = run_sglang(sgl_model, refs[0][1].shape[-1])
     except Exception as exc:  # noqa: BLE001  what stops the class, and where
         row["status"] = "error"
         row["stage"] = stage
