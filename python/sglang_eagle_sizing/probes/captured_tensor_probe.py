@@ -32,8 +32,9 @@ Run by ``scripts/captured_tensors_table.py`` in a release's environment with the
 4. each chunk is matched with every reference (relative error: largest absolute difference
    over the reference's RMS, a match below ``MATCH``).
 
-Prints one ``CAPTURED-TENSORS {...}`` line per class as it finishes (a class that kills the
-process is reported by the caller), then ``CAPTURED-TENSORS-DONE {...}``.
+Prints ``CAPTURED-TENSORS-START {file, class}`` before each class and one
+``CAPTURED-TENSORS {...}`` line when it is done (a class that kills the process is reported by
+the caller, which runs the rest in a new process), then ``CAPTURED-TENSORS-DONE {...}``.
 """
 
 import importlib
@@ -51,6 +52,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 MARK = "CAPTURED-TENSORS "
+START = "CAPTURED-TENSORS-START "
 DONE = "CAPTURED-TENSORS-DONE "
 HERE = Path(__file__).resolve().parent
 #: a chunk is a reference when their largest difference is below this share of the
@@ -288,7 +290,7 @@ def tiny_config(hf_class, layers: int):
     return config
 
 
-def build_tiny(hf_class, layers: int, folder: Path):
+def build_tiny(hf_class, sglang_name: str, layers: int, folder: Path):
     """(the transformers model, its text config), saved to ``folder``."""
     import torch
 
@@ -309,6 +311,9 @@ def build_tiny(hf_class, layers: int, folder: Path):
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     saved = json.loads((folder / "config.json").read_text())
+    # SGLang's registry picks the class by this name (transformers may spell it otherwise,
+    # e.g. ExaoneMoe for SGLang's ExaoneMoE)
+    saved["architectures"] = [sglang_name]
     for part in (saved, *(v for v in saved.values() if isinstance(v, dict))):
         if "model_type" in part or part is saved:
             part["torch_dtype"] = part["dtype"] = "float32"
@@ -483,7 +488,7 @@ def is_0_5_23() -> bool:
 #: (attention backend, MoE runner) the server args name, in order: SGLang's CPU default
 #: backend, then (for a class that refuses it, as GPT-OSS) Triton, whose MoE runner loads
 #: unquantized experts (docs/smoke-classes.md)
-BACKENDS = (("torch_native", None), ("triton", "triton"))
+BACKENDS = (("torch_native", None), ("triton", "triton"), ("triton", None))
 
 
 def server_args_for(folder: Path, attention: str, moe: str | None):
@@ -513,14 +518,19 @@ _PARALLEL = {"ready": False}
 def load_sglang(folder: Path):
     """(SGLang's model built from ``folder`` by its own loader, the server args' attention
     backend and MoE runner)."""
+    failed = []
     for attention, moe in BACKENDS:
+        label = f"--attention-backend {attention}" + (
+            "" if moe is None else f" --moe-runner-backend {moe}"
+        )
         try:
-            return _load_sglang(folder, attention, moe), f"{attention}" + (
-                "" if moe is None else f", --moe-runner-backend {moe}"
-            )
+            return _load_sglang(folder, attention, moe), label
         except Exception as exc:  # noqa: BLE001
-            if "attention backend" not in str(exc) or attention == BACKENDS[-1][0]:
+            # the next only when the class refused the CPU's default backend
+            if not failed and "attention backend" not in str(exc):
                 raise
+            failed.append(f"{label}: {one_line(exc)}")
+    raise EveryListRaised(failed)
 
 
 def _load_sglang(folder: Path, attention: str, moe: str | None):
@@ -606,7 +616,15 @@ def capture_and_run(model, layers: int, hidden: int) -> tuple:
             raised.append(f"{ids}: {one_line(exc)}")
             continue
         return ids, got, chunks, raised
-    raise RuntimeError("every id list raised: " + " | ".join(raised))
+    raise EveryListRaised(raised)
+
+
+class EveryListRaised(Exception):
+    """Every id list (or every server backend) tried failed: ``raised``, one line each."""
+
+    def __init__(self, raised: list):
+        super().__init__(raised[-1].split(": ", 1)[1])
+        self.raised = raised
 
 
 def forward_batch_for(tokens):
@@ -663,6 +681,7 @@ def run_sglang(model, hidden: int) -> list:
     ids, batch = forward_batch_for(TOKENS)
     backend = EagerAttention()
     batch.attn_backend = backend
+    batch.token_to_kv_pool = backend.token_to_kv_pool
     context = None
     try:
         from sglang.srt.model_executor import forward_context
@@ -740,7 +759,7 @@ def probe_class(file, name, cls, registered, scratch: Path, layers: int) -> dict
     stage = "transformers builds the tiny model"
     try:
         folder = scratch / f"{file}.{name}"
-        model = build_tiny(hf_class, layers, folder)
+        model = build_tiny(hf_class, name, layers, folder)
         stage = "transformers runs it"
         refs = references(model, layers)
         del model
@@ -751,8 +770,14 @@ def probe_class(file, name, cls, registered, scratch: Path, layers: int) -> dict
         ids, indices, chunks, raised = capture_and_run(
             sgl_model, layers, refs[0][1].shape[-1]
         )
-        row["ids_raised"] = raised
+        row["attempts"] = raised
         row["ids"], row["layers_to_capture"] = ids, indices
+    except EveryListRaised as exc:
+        row["status"] = "error"
+        row["stage"] = stage
+        row["attempts"] = exc.raised
+        row["error"] = str(exc)
+        return row
     except Exception as exc:  # noqa: BLE001  what stops the class, and where
         row["status"] = "error"
         row["stage"] = stage
@@ -787,6 +812,7 @@ def probe(spec: dict):
             if (only and (file, name) not in only) or (file, name) in skip:
                 continue
             start = time.monotonic()
+            emit(START, {"file": file, "class": name})
             if import_error:
                 row = {
                     "file": file,
