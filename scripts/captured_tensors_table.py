@@ -25,6 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PROBE = REPO / "python/sglang_eagle_sizing/probes/captured_tensor_probe.py"
 MARK, START, DONE = "CAPTURED-TENSORS ", "CAPTURED-TENSORS-START ", "CAPTURED-TENSORS-DONE "
+CLASSES = "CAPTURED-TENSORS-CLASSES "
+IMPORT = "import of the model file"
 NUM_LAYERS = 4
 #: family -> the environment holding its release
 ENVIRONMENTS = {"0.5.11": REPO / ".venv", "0.5.23": REPO / ".venv-0.5.23"}
@@ -103,7 +105,44 @@ def run_probe(python: Path, root: Path, scratch: Path, only: list, layers: int) 
                     "error": f"the process ended with {run.returncode}: {last}",
                 }
             )
-    return {**done, "rows": rows}
+    return {**done, "rows": expand_unimported(python, root, scratch, rows)}
+
+
+def expand_unimported(python: Path, root: Path, scratch: Path, rows: list) -> list:
+    """Rows of a model file the CPU engine cannot import name only the classes that define
+    the method in it (read from its source); the classes it has when imported without the
+    CPU engine (inherited methods too) each get the row."""
+    files = sorted({r["file"] for r in rows if r.get("stage") == IMPORT})
+    if not files:
+        return rows
+    env = probe_env(root)
+    env.pop("SGLANG_USE_CPU_ENGINE")
+    run = subprocess.run(
+        [str(python), str(PROBE), "--list", *files],
+        env=env,
+        cwd=scratch,
+        capture_output=True,
+        text=True,
+    )
+    listed = next(
+        (json.loads(line[len(CLASSES) :]) for line in run.stdout.splitlines() if line.startswith(CLASSES)),
+        {},
+    )
+    out, seen = [], set()
+    for row in rows:
+        if row.get("stage") != IMPORT or not listed.get(row["file"]):
+            out.append(row)
+            continue
+        if row["file"] in seen:
+            continue
+        seen.add(row["file"])
+        for name, registered in listed[row["file"]]:
+            expanded = {**row, "class": name, "registered": registered}
+            if not registered:
+                expanded = {k: v for k, v in expanded.items() if k not in ("stage", "error")}
+                expanded["status"] = "inner"
+            out.append(expanded)
+    return out
 
 
 def probe_family(family: str, only: list, layers: int, trees=TREES) -> dict:
@@ -210,6 +249,8 @@ def path_text(row: dict | None) -> str:
     parts = []
     if row.get("server_attention_backend"):
         parts.append(f"in-process, `get_model` with `{row['server_attention_backend']}`")
+    for refused in row.get("load_refused", []):
+        parts.append(f"refused {refused}".replace("|", "\\|"))
     shorter = [a.split(": ", 1) for a in row.get("attempts", [])]
     if row["status"] == "ran" and shorter:
         parts.append(
@@ -304,7 +345,52 @@ def render(families: dict, layers: int, seconds: float) -> str:
     ]
     for family, results in families.items():
         lines += render_family(family, results) + [""]
+    lines += NOTES
     return "\n".join(lines)
+
+
+#: what the rows above mean, read off them and the code they name (written by hand: check them
+#: when a row changes)
+NOTES = [
+    "## Notes",
+    "",
+    "- **Gemma-3** (`gemma3_causal.Gemma3ForCausalLM`, `gemma3_mm.Gemma3ForConditionalGeneration`,",
+    "  0.5.23): each chunk equals, to float32 noise, the previous layer's MLP branch after its",
+    "  `post_feedforward_layernorm`, without the residual, not a hidden state (the model keeps",
+    "  `hidden_states` and `residual` apart and captures `hidden_states`; upstream PR #39286);",
+    "  the final boundary `L` is the last layer's branch too. A drafter trained on the",
+    "  residual stream (SpecForge) gets other inputs than it was trained on. 0.5.11's Gemma-3",
+    "  files define no `set_eagle3_layers_to_capture`.",
+    "- **Gemma-4** (`gemma4_mm`) captures the hidden states, and the final boundary as `L-pre`.",
+    "- **Apertus**: every chunk is nearest its own hidden state and far from every other, but",
+    "  1e-3 to 1e-2 of the RMS off: SGLang's `XIELU` (`layers/activation.py`) holds its",
+    "  `alpha_p`, `alpha_n`, `beta`, `eps` in bfloat16 and takes their softplus in bfloat16,",
+    "  where transformers computes in float32. The arithmetic differs, not the tensor.",
+    "- **ExaoneMoE**: `exaone_moe.py` reads `config.rope_theta` (fallback 1e6); transformers 5",
+    "  keeps it in `rope_parameters` only, so with transformers 5 SGLang rotates at 1e6",
+    "  whatever the checkpoint says. The tiny model uses 1e6 so that the chunks compare.",
+    "- Classes that refuse SGLang's CPU default attention backend (`torch_native`: GPT-OSS,",
+    "  ExaoneMoE, Gemma-4) are loaded with `triton` (the probe's attention replaces it).",
+    "- What stops the others (each row's exception): DSA classes (`DeepseekV32ForCausalLM`,",
+    "  `GlmMoeDsaForCausalLM`) query CUDA in the server's model adjustments; Qwen3-Next",
+    "  (0.5.23) calls CUDA in its `__init__`, and on 0.5.11 its linear-attention layers call",
+    "  the hybrid GDN backend, which the probe's `EagerAttention` does not provide (not a CPU",
+    "  limit: this probe's); Qwen3.5's model files import `sgl_kernel`'s",
+    "  `fused_sigmoid_mul_cpu`, which PyPI's CPU `sglang-kernel` lacks; MiniMax-M2's q/k norm",
+    "  (`use_qk_norm`, on in its checkpoints) is a Triton kernel whose wrapper asserts CUDA",
+    "  tensors; Llama-4's MoE applies the router weight on the input, which SGLang's native",
+    "  (CPU) MoE does not implement; Gemma-4's text class reads `config.head_dim`, which",
+    "  transformers 5.19 refuses for Gemma-4 (a per-layer attribute); Longcat-Flash's own",
+    "  config class fails under transformers 5 (`max_position_embeddings` read during",
+    "  `PretrainedConfig.__init__`); GPT-OSS on 0.5.11: neither MoE runner loads",
+    "  transformers' unquantized experts. Glm5Next and MiniMax-M3-VL stop at building the",
+    "  tiny model (transformers' config validation; a config class that is `AutoConfig`):",
+    "  not tried further.",
+    "- `not run: transformers has no class of this name`: the architecture has no",
+    "  transformers implementation in that environment (remote code or SGLang-only), so",
+    "  there is no reference.",
+    "",
+]
 
 
 # -- reading the committed table back (the test compares rows) --------------------------------

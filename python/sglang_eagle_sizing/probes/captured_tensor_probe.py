@@ -54,6 +54,7 @@ from types import SimpleNamespace
 MARK = "CAPTURED-TENSORS "
 START = "CAPTURED-TENSORS-START "
 DONE = "CAPTURED-TENSORS-DONE "
+CLASSES = "CAPTURED-TENSORS-CLASSES "
 HERE = Path(__file__).resolve().parent
 #: a chunk is a reference when their largest difference is below this share of the
 #: reference's RMS (float32 kernels differ by about 1e-6; neighbouring layers by 1e-1 or more)
@@ -229,6 +230,9 @@ def checkpoint_keys(name: str, text: dict, layers: int) -> dict:
         # ExaoneMoE's checkpoints list which layers are sparse
         first = text.get("first_k_dense_replace", 1)
         extra["is_moe_layer"] = [i >= first for i in range(layers)]
+        # SGLang's exaone_moe.py reads config.rope_theta, which transformers 5 keeps in
+        # rope_parameters only, and falls back to 1e6: the tiny model uses that value
+        extra["rope_parameters"] = {"rope_type": "default", "rope_theta": 1000000.0}
     if name == "MiniMaxM2ForCausalLM":
         # transformers' MiniMax-M2 always norms q and k over all heads and routes with a
         # score bias; SGLang's reads whether from the checkpoints' keys
@@ -324,6 +328,38 @@ def build_tiny(hf_class, sglang_name: str, layers: int, folder: Path):
                 part.setdefault("rope_theta", rope["rope_theta"])
     (folder / "config.json").write_text(json.dumps(saved, indent=2, sort_keys=True))
     return model
+
+
+#: (architecture, prefix transformers saves, the checkpoints' prefix; None: not in them)
+CHECKPOINT_NAMES = (
+    # Gemma-3's checkpoints keep the SigLIP tower under vision_model (as SGLang loads it),
+    # without SigLIP's pooling head
+    ("Gemma3ForConditionalGeneration", "vision_tower.", "vision_tower.vision_model."),
+    ("Gemma3ForConditionalGeneration", "vision_tower.vision_model.head.", None),
+)
+
+
+def rename_to_checkpoint_names(name: str, folder: Path) -> None:
+    """Rename the saved tensors that transformers names otherwise than the real
+    checkpoints."""
+    renames = [(old, new) for arch, old, new in CHECKPOINT_NAMES if arch == name]
+    if not renames:
+        return
+    from safetensors.torch import load_file, save_file
+
+    path = folder / "model.safetensors"
+    tensors = load_file(str(path))
+    renamed = {}
+    for key, value in tensors.items():
+        for old, new in renames:
+            if new is None and key.startswith(old):
+                key = None
+                break
+            if key.startswith(old) and not key.startswith(new):
+                key = new + key[len(old) :]
+        if key is not None:
+            renamed[key] = value
+    save_file(renamed, str(path), metadata={"format": "pt"})
 
 
 # -- 2. the references --------------------------------------------------------------------
@@ -524,7 +560,7 @@ def load_sglang(folder: Path):
             "" if moe is None else f" --moe-runner-backend {moe}"
         )
         try:
-            return _load_sglang(folder, attention, moe), label
+            return _load_sglang(folder, attention, moe), label, failed
         except Exception as exc:  # noqa: BLE001
             # the next only when the class refused the CPU's default backend
             if not failed and "attention backend" not in str(exc):
@@ -760,12 +796,15 @@ def probe_class(file, name, cls, registered, scratch: Path, layers: int) -> dict
     try:
         folder = scratch / f"{file}.{name}"
         model = build_tiny(hf_class, name, layers, folder)
+        rename_to_checkpoint_names(name, folder)
         stage = "transformers runs it"
         refs = references(model, layers)
         del model
         stage = "SGLang's loader builds the class"
-        sgl_model, backend = load_sglang(folder)
+        sgl_model, backend, refused = load_sglang(folder)
         row["server_attention_backend"] = backend
+        if refused:
+            row["load_refused"] = refused
         stage = "set_eagle3_layers_to_capture and the prefill"
         ids, indices, chunks, raised = capture_and_run(
             sgl_model, layers, refs[0][1].shape[-1]
@@ -833,9 +872,27 @@ def emit(mark: str, value: dict) -> None:
     sys.__stdout__.flush()
 
 
+def list_classes(files: list) -> None:
+    """``CAPTURED-TENSORS-CLASSES {file: [[class, registered], ...]}``: the classes with the
+    method of model files a CPU engine cannot import (run without ``SGLANG_USE_CPU_ENGINE``,
+    where they import)."""
+    found = {}
+    for file in files:
+        try:
+            found[file] = [[n, r] for n, _, r, err in classes_of(file) if err is None]
+        except Exception:  # noqa: BLE001
+            found[file] = []
+    emit(CLASSES, found)
+
+
 def main() -> None:
     logging.disable(logging.WARNING)
     warnings.filterwarnings("ignore")
+    if sys.argv[1] == "--list":
+        with open(os.devnull, "w") as quiet:
+            sys.stdout = quiet
+            list_classes(sys.argv[2:])
+        return
     spec = json.loads(Path(sys.argv[1]).read_text())
     with open(os.devnull, "w") as quiet:  # SGLang logs to stdout: keep it for the rows
         sys.stdout = quiet
