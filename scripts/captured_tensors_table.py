@@ -24,7 +24,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PROBE = REPO / "python/sglang_eagle_sizing/probes/captured_tensor_probe.py"
-MARK, START, DONE = "CAPTURED-TENSORS ", "CAPTURED-TENSORS-START ", "CAPTURED-TENSORS-DONE "
+MARK, START, DONE = (
+    "CAPTURED-TENSORS ",
+    "CAPTURED-TENSORS-START ",
+    "CAPTURED-TENSORS-DONE ",
+)
 CLASSES = "CAPTURED-TENSORS-CLASSES "
 IMPORT = "import of the model file"
 NUM_LAYERS = 4
@@ -45,7 +49,9 @@ def probe_env(root: Path) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(root)
     env["LD_LIBRARY_PATH"] = os.pathsep.join(
-        p for p in (str(libcuda_stub(default_cache_dir())), env.get("LD_LIBRARY_PATH")) if p
+        p
+        for p in (str(libcuda_stub(default_cache_dir())), env.get("LD_LIBRARY_PATH"))
+        if p
     )
     env.update(
         SGLANG_USE_CPU_ENGINE="1",
@@ -82,6 +88,7 @@ def run_probe(python: Path, root: Path, scratch: Path, only: list, layers: int) 
             cwd=scratch,
             capture_output=True,
             text=True,
+            check=False,
         )
         current = None
         for line in run.stdout.splitlines():
@@ -123,9 +130,14 @@ def expand_unimported(python: Path, root: Path, scratch: Path, rows: list) -> li
         cwd=scratch,
         capture_output=True,
         text=True,
+        check=False,
     )
     listed = next(
-        (json.loads(line[len(CLASSES) :]) for line in run.stdout.splitlines() if line.startswith(CLASSES)),
+        (
+            json.loads(line[len(CLASSES) :])
+            for line in run.stdout.splitlines()
+            if line.startswith(CLASSES)
+        ),
         {},
     )
     out, seen = [], set()
@@ -139,7 +151,9 @@ def expand_unimported(python: Path, root: Path, scratch: Path, rows: list) -> li
         for name, registered in listed[row["file"]]:
             expanded = {**row, "class": name, "registered": registered}
             if not registered:
-                expanded = {k: v for k, v in expanded.items() if k not in ("stage", "error")}
+                expanded = {
+                    k: v for k, v in expanded.items() if k not in ("stage", "error")
+                }
                 expanded["status"] = "inner"
             out.append(expanded)
     return out
@@ -147,7 +161,8 @@ def expand_unimported(python: Path, root: Path, scratch: Path, rows: list) -> li
 
 def probe_family(family: str, only: list, layers: int, trees=TREES) -> dict:
     """{tree: probe result} for the family's installed release and the patch applied to a
-    scratch copy of it (``report.release_0_5_23.both_trees``, as capture_rules_table.py)."""
+    scratch copy of it (``report.release_0_5_23.both_trees``, as capture_rules_table.py).
+    """
     sys.path.insert(0, str(REPO / "python"))
     from sglang_eagle_sizing.report.release_0_5_23 import both_trees
     from sglang_eagle_sizing.tree import SglangTree
@@ -180,7 +195,7 @@ def scrub(value, roots):
 # -- the table ------------------------------------------------------------------------------
 def decade(err: float | None) -> str:
     """The error as the power of ten above it (stable across machines, unlike its digits)."""
-    if err is None or err != err:
+    if err is None or math.isnan(err):
         return "?"
     if err <= 0:
         return "0"
@@ -221,7 +236,9 @@ def verdict(row: dict | None) -> str:
         return "-"
     others = [c for c in row["chunks"] if c["is"] == "none"]
     if not others:
-        return "k" + (" + L-pre" if any(c["is"] == "L-pre" for c in row["chunks"]) else "")
+        return "k" + (
+            " + L-pre" if any(c["is"] == "L-pre" for c in row["chunks"]) else ""
+        )
     nearest = {c.get("nearest") or "" for c in others}
     if all(n.startswith("mlp-branch") for n in nearest):
         return "**none: mlp-branch**"
@@ -233,6 +250,7 @@ def verdict(row: dict | None) -> str:
 def indices(row: dict | None) -> str:
     if row is None or "layers_to_capture" not in row:
         return "-"
+
     def compact(values):
         return "[" + ",".join(str(v) for v in values) + "]"
 
@@ -248,7 +266,9 @@ def path_text(row: dict | None) -> str:
         return "-"
     parts = []
     if row.get("server_attention_backend"):
-        parts.append(f"in-process, `get_model` with `{row['server_attention_backend']}`")
+        parts.append(
+            f"in-process, `get_model` with `{row['server_attention_backend']}`"
+        )
     for refused in row.get("load_refused", []):
         parts.append(f"refused {refused}".replace("|", "\\|"))
     shorter = [a.split(": ", 1) for a in row.get("attempts", [])]
@@ -259,7 +279,8 @@ def path_text(row: dict | None) -> str:
         )
     elif row["status"] == "error" and len(shorter) > 1:
         parts.append(
-            "tried: " + "; ".join(f"{ids}: {why}" for ids, why in shorter).replace("|", "\\|")
+            "tried: "
+            + "; ".join(f"{ids}: {why}" for ids, why in shorter).replace("|", "\\|")
         )
     return "; ".join(parts) or "-"
 
@@ -272,16 +293,20 @@ def render_family(family: str, results: dict) -> list[str]:
         key = verdict(row) if row["status"] == "ran" else row["status"]
         counts[key] = counts.get(key, 0) + 1
     lines = [
-        f"## SGLang {released['version']} ({family} family): {len(released['rows'])} classes "
-        f"in {len(released['files'])} model files",
+        (
+            f"## SGLang {released['version']} ({family} family): "
+            f"{len(released['rows'])} classes in {len(released['files'])} model files"
+        ),
         "",
         f"Probed in {released['seconds']:.0f} s (released) and {patched['seconds']:.0f} s "
         "(patched). Released tree, by verdict: "
         + ", ".join(f"{k.replace('*', '')}: {v}" for k, v in sorted(counts.items()))
         + ".",
         "",
-        "| file | class | transformers class | ids → `layers_to_capture`; chunks for | "
-        "released: each chunk | patched: each chunk | verdict (released → patched) | path |",
+        (
+            "| file | class | transformers class | ids → `layers_to_capture`; chunks for | "
+            "released: each chunk | patched: each chunk | verdict (released → patched) | path |"
+        ),
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in released["rows"]:
@@ -300,8 +325,11 @@ def render(families: dict, layers: int, seconds: float) -> str:
     lines = [
         "# EAGLE-3 captured tensors per model class, released beside patched",
         "",
-        "Generated by `scripts/captured_tensors_table.py` (do not edit; about "
-        f"{seconds / 60:.0f} minutes on two shared cores). Which tensor each EAGLE-3 aux hidden",
+        (
+            "Generated by `scripts/captured_tensors_table.py` (do not edit; about "
+            f"{seconds / 60:.0f} minutes on two shared cores). Which tensor each EAGLE-3 aux "
+            "hidden"
+        ),
         "state chunk of a class is: for every class of a release's model files that has",
         "`set_eagle3_layers_to_capture` (as `capture-rules.md` finds them), a tiny instance of",
         f"its architecture ({layers} layers, width 64, 4 heads, 4 experts where it has experts,",
@@ -371,21 +399,23 @@ NOTES = [
     "  whatever the checkpoint says. The tiny model uses 1e6 so that the chunks compare.",
     "- Classes that refuse SGLang's CPU default attention backend (`torch_native`: GPT-OSS,",
     "  ExaoneMoE, Gemma-4) are loaded with `triton` (the probe's attention replaces it).",
-    "- What stops the others (each row's exception): DSA classes (`DeepseekV32ForCausalLM`,",
-    "  `GlmMoeDsaForCausalLM`) query CUDA in the server's model adjustments; Qwen3-Next",
-    "  (0.5.23) calls CUDA in its `__init__`, and on 0.5.11 its linear-attention layers call",
-    "  the hybrid GDN backend, which the probe's `EagerAttention` does not provide (not a CPU",
-    "  limit: this probe's); Qwen3.5's model files import `sgl_kernel`'s",
-    "  `fused_sigmoid_mul_cpu`, which PyPI's CPU `sglang-kernel` lacks; MiniMax-M2's q/k norm",
-    "  (`use_qk_norm`, on in its checkpoints) is a Triton kernel whose wrapper asserts CUDA",
-    "  tensors; Llama-4's MoE applies the router weight on the input, which SGLang's native",
-    "  (CPU) MoE does not implement; Gemma-4's text class reads `config.head_dim`, which",
-    "  transformers 5.19 refuses for Gemma-4 (a per-layer attribute); Longcat-Flash's own",
-    "  config class fails under transformers 5 (`max_position_embeddings` read during",
-    "  `PretrainedConfig.__init__`); GPT-OSS on 0.5.11: neither MoE runner loads",
-    "  transformers' unquantized experts. Glm5Next and MiniMax-M3-VL stop at building the",
-    "  tiny model (transformers' config validation; a config class that is `AutoConfig`):",
-    "  not tried further.",
+    "- What stops the others (each row's exception): the DSA classes",
+    "  (`DeepseekV32ForCausalLM`, `GlmMoeDsaForCausalLM`, `Glm5NextForConditionalGeneration`)",
+    "  ask `torch.cuda.get_device_capability()` in the server's model adjustments (to pick",
+    "  DSA's KV-cache dtype and backends), before any weight; Qwen3-Next (0.5.23) builds its",
+    "  gated norm on `torch.get_device_module().current_device()` (CUDA) in `__init__`, and on",
+    "  0.5.11 its linear-attention layers call the hybrid GDN backend, which the probe's",
+    "  `EagerAttention` does not provide (this probe's limit, not the CPU's); Qwen3.5's model",
+    "  files import `sgl_kernel`'s `fused_sigmoid_mul_cpu`, which PyPI's CPU `sglang-kernel`",
+    "  lacks; MiniMax-M2's q/k norm (`use_qk_norm`, on in its checkpoints) is a Triton kernel",
+    "  whose wrapper asserts CUDA tensors; Llama-4's MoE applies the router weight on the",
+    "  input, which SGLang's native (CPU) MoE does not implement; Gemma-4's text class reads",
+    "  `config.head_dim`, which transformers 5.19 refuses for Gemma-4 (a per-layer",
+    "  attribute); Longcat-Flash's own config class fails under transformers 5",
+    "  (`max_position_embeddings` read during `PretrainedConfig.__init__`); GPT-OSS on 0.5.11:",
+    "  neither MoE runner loads transformers' unquantized experts. MiniMax-M3-VL stops at",
+    "  building the tiny model (its transformers class's config class is `AutoConfig`): not",
+    "  tried further.",
     "- `not run: transformers has no class of this name`: the architecture has no",
     "  transformers implementation in that environment (remote code or SGLang-only), so",
     "  there is no reference.",
@@ -402,7 +432,11 @@ def table_rows(text: str) -> dict:
         if heading:
             family = heading.group(1)
             continue
-        if family and line.startswith("| ") and not line.startswith(("| file", "| ---")):
+        if (
+            family
+            and line.startswith("| ")
+            and not line.startswith(("| file", "| ---"))
+        ):
             cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
             found[(family, cells[0], cells[1])] = (cells[4], cells[5], cells[6])
     return found
@@ -422,7 +456,9 @@ def rows_of(family: str, results: dict) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--out", type=Path, default=REPO / "docs" / "development" / "captured-tensors.md"
+        "--out",
+        type=Path,
+        default=REPO / "docs" / "development" / "captured-tensors.md",
     )
     parser.add_argument("--family", action="append", choices=sorted(ENVIRONMENTS))
     parser.add_argument(

@@ -45,7 +45,11 @@ def probed():
     with ThreadPoolExecutor(2) as pool:
         runs = {
             family: pool.submit(
-                script.probe_family, family, [list(p) for p in pairs], script.NUM_LAYERS, trees
+                script.probe_family,
+                family,
+                [list(p) for p in pairs],
+                script.NUM_LAYERS,
+                trees,
             )
             for family, (pairs, trees) in SAMPLE.items()
         }
@@ -73,7 +77,9 @@ def test_gemma3_released_hands_on_the_mlp_branch_not_the_hidden_state(probed):
     assert row["status"] == "ran", row
     assert [c["is"] for c in row["chunks"]] == ["none"] * 4
     # chunk i is layer i-1's MLP branch after its post_feedforward_layernorm, to float32 noise
-    assert [c["nearest"] for c in row["chunks"]] == [f"mlp-branch-{i}" for i in range(4)]
+    assert [c["nearest"] for c in row["chunks"]] == [
+        f"mlp-branch-{i}" for i in range(4)
+    ]
     assert all(c["err"] < 1e-4 for c in row["chunks"]), row["chunks"]
     assert script.verdict(row) != "k"
 
@@ -95,7 +101,11 @@ def test_the_sample_rows_equal_the_committed_table(probed):
             assert key in committed, f"{key}: not in {TABLE.name}; regenerate it"
             released, patched, verdict = rendered[key]
             table_released, table_patched, table_verdict = committed[key]
-            assert released == table_released, f"{key}: released changed; regenerate the table"
+            assert (
+                released == table_released
+            ), f"{key}: released changed; regenerate the table"
             if "patched" in trees:
-                assert patched == table_patched, f"{key}: patched changed; regenerate the table"
+                assert (
+                    patched == table_patched
+                ), f"{key}: patched changed; regenerate the table"
                 assert verdict == table_verdict, key

@@ -49,7 +49,6 @@ import time
 import traceback
 import warnings
 from pathlib import Path
-from types import SimpleNamespace
 
 MARK = "CAPTURED-TENSORS "
 START = "CAPTURED-TENSORS-START "
@@ -192,7 +191,13 @@ def _small(config_class, values: dict) -> dict:
 #: the MLA fields of the smoke's DeepSeek-V3 target (smoke/classes.py): the latent and RoPE
 #: widths the Triton MLA kernel tiles, YaRN with factor 1 (SGLang's CPU RoPE for MLA is
 #: deepseek_yarn only), as many key/value heads as query heads
-MLA = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+MLA = (
+    "q_lora_rank",
+    "kv_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+)
 
 
 def mla_fields(layers: int) -> dict:
@@ -200,7 +205,9 @@ def mla_fields(layers: int) -> dict:
     from sglang_eagle_sizing.smoke.classes import config_of
     from sglang_eagle_sizing.smoke.models import TargetSpec
 
-    deepseek = config_of(TargetSpec(architecture="DeepseekV3ForCausalLM", num_layers=layers))
+    deepseek = config_of(
+        TargetSpec(architecture="DeepseekV3ForCausalLM", num_layers=layers)
+    )
     keys = (*MLA, "rope_parameters", "num_key_value_heads")
     return {k: deepseek[k] for k in keys}
 
@@ -222,7 +229,11 @@ def checkpoint_keys(name: str, text: dict, layers: int) -> dict:
         else:
             extra.update(scoring_func="sigmoid", topk_method="noaux_tc")
     if name.startswith("Glm5Next"):
+        # its config class requires as many key/value heads as query heads and no RoPE part
+        # (NoPE) in its indexed (DSA) attention
         extra["num_key_value_heads"] = text.get("num_attention_heads", 4)
+        extra["qk_rope_head_dim"] = 0
+        extra["head_dim"] = 0
     if name == "Qwen3NextForCausalLM":
         # the checkpoints' full_attention_interval (transformers keeps layer_types only)
         extra["full_attention_interval"] = layers
@@ -421,11 +432,14 @@ def references(model, layers: int) -> list:
             handle.remove()
     states = out.hidden_states
     if len(states) != layers + 1:
-        raise LookupError(f"output_hidden_states has {len(states)} states, not {layers + 1}")
+        raise LookupError(
+            f"output_hidden_states has {len(states)} states, not {layers + 1}"
+        )
     found = [(str(k), s.reshape(len(TOKENS), -1)) for k, s in enumerate(states)]
     found.append(("L-pre", raw["last"].reshape(len(TOKENS), -1)))
     found += [
-        (f"mlp-branch-{i}", b.reshape(len(TOKENS), -1)) for i, b in sorted(branches.items())
+        (f"mlp-branch-{i}", b.reshape(len(TOKENS), -1))
+        for i, b in sorted(branches.items())
     ]
     return found
 
@@ -439,13 +453,15 @@ def label_chunk(chunk, index: int, layers: int, refs: list) -> dict:
     """What ``chunk`` (captured for hidden-state index ``index``) is."""
     expected = "L-pre" if index == layers else str(index)
     scored = sorted(
-        (relative_error(chunk, s), label)
-        for label, s in refs
-        if s.shape == chunk.shape
+        (relative_error(chunk, s), label) for label, s in refs if s.shape == chunk.shape
     )
-    errors = dict((label, err) for err, label in scored)
+    errors = {label: err for err, label in scored}
     if expected in errors and errors[expected] < MATCH:
-        return {"index": index, "is": "L-pre" if index == layers else "k", "err": errors[expected]}
+        return {
+            "index": index,
+            "is": "L-pre" if index == layers else "k",
+            "err": errors[expected],
+        }
     if not scored:
         return {"index": index, "is": "none", "nearest": None, "err": None}
     err, label = scored[0]
@@ -561,7 +577,7 @@ def load_sglang(folder: Path):
         )
         try:
             return _load_sglang(folder, attention, moe), label, failed
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             # the next only when the class refused the CPU's default backend
             if not failed and "attention backend" not in str(exc):
                 raise
@@ -585,7 +601,9 @@ def _load_sglang(folder: Path, attention: str, moe: str | None):
 
         publish(server_args, role="scheduler", ranks=SpawnRanks(world_rank=0, gpu_id=0))
         if not _PARALLEL["ready"]:
-            init_parallel_runtime(server_args=server_args, device="cpu", dist_port=_free_port())
+            init_parallel_runtime(
+                server_args=server_args, device="cpu", dist_port=_free_port()
+            )
             _PARALLEL["ready"] = True
         model_config = ModelConfig.from_server_args(server_args)
         init_layer_runtime(model_config=model_config)
@@ -682,20 +700,20 @@ def forward_batch_for(tokens):
         out_cache_loc=torch.arange(n),
         seq_lens_sum=n,
     )
-    values = dict(
-        positions=torch.arange(n),
-        extend_seq_lens=torch.tensor([n]),
-        extend_prefix_lens=torch.tensor([0]),
-        extend_start_loc=torch.tensor([0]),
-        extend_seq_lens_cpu=[n],
-        extend_prefix_lens_cpu=[0],
-        extend_logprob_start_lens_cpu=[n],
-        seq_lens_cpu=torch.tensor([n]),
-        extend_num_tokens=n,
-        capture_hidden_mode=CaptureHiddenMode.FULL,
-        mrope_positions=torch.arange(n).expand(3, n).contiguous(),
-        return_logprob=False,
-    )
+    values = {
+        "positions": torch.arange(n),
+        "extend_seq_lens": torch.tensor([n]),
+        "extend_prefix_lens": torch.tensor([0]),
+        "extend_start_loc": torch.tensor([0]),
+        "extend_seq_lens_cpu": [n],
+        "extend_prefix_lens_cpu": [0],
+        "extend_logprob_start_lens_cpu": [n],
+        "seq_lens_cpu": torch.tensor([n]),
+        "extend_num_tokens": n,
+        "capture_hidden_mode": CaptureHiddenMode.FULL,
+        "mrope_positions": torch.arange(n).expand(3, n).contiguous(),
+        "return_logprob": False,
+    }
     for key, value in values.items():
         setattr(batch, key, value)
     return ids, batch
@@ -734,7 +752,13 @@ def run_sglang(model, hidden: int) -> list:
     got = {}
 
     def record(*args, **kwargs):
-        names = ["input_ids", "hidden_states", "lm_head", "logits_metadata", "aux_hidden_states"]
+        names = [
+            "input_ids",
+            "hidden_states",
+            "lm_head",
+            "logits_metadata",
+            "aux_hidden_states",
+        ]
         bound = dict(zip(names, args))
         bound.update(kwargs)
         got["aux"] = bound.get("aux_hidden_states")
@@ -829,7 +853,8 @@ def probe_class(file, name, cls, registered, scratch: Path, layers: int) -> dict
         reachable = [i for i in reachable if i < layers]
     row["status"] = "ran"
     row["chunks"] = [
-        label_chunk(chunk, index, layers, refs) for chunk, index in zip(chunks, reachable)
+        label_chunk(chunk, index, layers, refs)
+        for chunk, index in zip(chunks, reachable)
     ]
     if len(chunks) != len(reachable):
         row["chunk_count_mismatch"] = [len(chunks), reachable]
