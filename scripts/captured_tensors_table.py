@@ -170,17 +170,25 @@ def probe_family(family: str, only: list, layers: int, trees=TREES) -> dict:
     venv = ENVIRONMENTS[family]
     python = venv / "bin/python"
     package = next((venv / "lib").glob("python3*/site-packages/sglang"))
-    tree = SglangTree.locate(str(package), allow_untested_version=True)
     results = {}
+    if "patched" not in trees:  # the installed release alone: no patched copy to make
+        return {"released": probe_tree(python, package.parent, only, layers, package)}
+    tree = SglangTree.locate(str(package), allow_untested_version=True)
     with both_trees(tree) as (released_root, patched_root, _origin):
         roots = {"released": released_root, "patched": patched_root}
         for name in trees:  # one at a time: the machine's two cores are shared
-            with tempfile.TemporaryDirectory(prefix="captured-tensors-") as scratch:
-                start = time.monotonic()
-                result = run_probe(python, roots[name], Path(scratch), only, layers)
-                result["seconds"] = time.monotonic() - start
-            results[name] = scrub(result, [roots[name], scratch, package.parent])
+            results[name] = probe_tree(python, roots[name], only, layers, package)
     return results
+
+
+def probe_tree(
+    python: Path, root: Path, only: list, layers: int, package: Path
+) -> dict:
+    with tempfile.TemporaryDirectory(prefix="captured-tensors-") as scratch:
+        start = time.monotonic()
+        result = run_probe(python, root, Path(scratch), only, layers)
+        result["seconds"] = time.monotonic() - start
+    return scrub(result, [root, scratch, package.parent])
 
 
 def scrub(value, roots):
