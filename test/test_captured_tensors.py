@@ -3,7 +3,7 @@ class runs through SGLang's own code on the CPU and each captured chunk is match
 transformers' hidden states of the same weights. The sample's rows equal the committed table's
 (a stale table or a changed capture fails), Llama's chunks are the hidden states their indices
 name, and 0.5.23's released Gemma-3 hands on each layer's MLP branch without the residual
-(upstream PR #39286), not a hidden state."""
+(upstream PR #39286), not a hidden state, where the patched one hands on each layer's output."""
 
 from __future__ import annotations
 
@@ -82,6 +82,15 @@ def test_gemma3_released_hands_on_the_mlp_branch_not_the_hidden_state(probed):
     ]
     assert all(c["err"] < 1e-4 for c in row["chunks"]), row["chunks"]
     assert script.verdict(row) != "k"
+
+
+def test_gemma3_patched_hands_on_each_layers_output(probed):
+    # gemma3-aux-residual: hidden states 1..3, then the last layer's output before the norm
+    _, results = probed
+    row = _row(results, "0.5.23", "patched", "Gemma3ForCausalLM")
+    assert row["status"] == "ran", row
+    assert [c["index"] for c in row["chunks"]] == [1, 2, 3, 4]
+    assert [c["is"] for c in row["chunks"]] == ["k", "k", "k", "L-pre"], row["chunks"]
 
 
 def test_the_sample_rows_equal_the_committed_table(probed):

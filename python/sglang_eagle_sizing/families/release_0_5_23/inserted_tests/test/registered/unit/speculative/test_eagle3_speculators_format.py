@@ -12,8 +12,7 @@ from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
     resolve_spec_aux_hidden_state_config,
 )
-from sglang.srt.models.deepseek_v2 import DeepseekV3ForCausalLM
-from sglang.srt.models.llama import LlamaForCausalLM
+from sglang.srt.model_loader.utils import get_model_architecture
 from sglang.srt.runtime_context import SpawnRanks, create_context, use_context
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
@@ -39,6 +38,15 @@ SPECULATORS_DRAFT = {
     "draft_vocab_size": 96,
     "target_hidden_size": 48,
     "norm_before_residual": True,
+}
+GPT_OSS = {
+    **TARGET,
+    "architectures": ["GptOssForCausalLM"],
+    "model_type": "gpt_oss",
+    "num_key_value_heads": 4,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+    "head_dim": 12,
 }
 DEEPSEEK = {
     **TARGET,
@@ -93,7 +101,7 @@ class TestSpeculatorsFormat(CustomTestCase):
         """The hidden states the target class captures for a drafter declaring
         ``layer_ids``."""
         resolved, model_config = self.resolved(layer_ids, target)
-        model_cls = LlamaForCausalLM if target is TARGET else DeepseekV3ForCausalLM
+        model_cls, _ = get_model_architecture(model_config)
         return model_cls.get_eagle3_layers_to_capture(
             model_config.hf_config, resolved.eagle_aux_hidden_state_layer_ids
         )
@@ -134,6 +142,8 @@ class TestSpeculatorsFormat(CustomTestCase):
             (TARGET, [2, 4, 5]),
             (DEEPSEEK, [3, 4, 5]),
             (DEEPSEEK, [2, 4, 5]),
+            # index NUM_LAYERS: the last layer's output, which GPT-OSS captures
+            (GPT_OSS, [1, 3, NUM_LAYERS]),
         ):
             with self.subTest(target["architectures"][0], layer_ids=layer_ids):
                 self.assertEqual(self.captured(layer_ids, target), layer_ids)
