@@ -126,27 +126,27 @@ MUTANTS = (
     ),
     Mutant(
         "contract first-id-1 (DeepSeek-V3): the capture computed apart from the declaration",
-        TESTS + "test_eagle3_capture_contract.py",
+        TESTS + "test_eagle3_capture_contract_own_rules.py",
         _edit(DEEPSEEK, SETTER_CAPTURES, "self.model.layers_to_capture = [2, 4, 5] if layer_ids is None else [v + 1 for v in layer_ids]\n"),
     ),
     Mutant(
         "contract first-id-1 (DeepSeek-V3): the declared rule +1 always",
-        TESTS + "test_eagle3_capture_contract.py",
+        TESTS + "test_eagle3_capture_contract_own_rules.py",
         _edit(DEEPSEEK, r"if layer_ids and layer_ids\[0\] == 1:", "if True:"),
     ),
     Mutant(
         "contract ids-ending-at-L (GPT-OSS): the capture computed apart from the declaration",
-        TESTS + "test_eagle3_capture_contract.py",
+        TESTS + "test_eagle3_capture_contract_own_rules.py",
         _edit(GPT_OSS, SETTER_CAPTURES, "self.model.layers_to_capture = [2, 4, 5] if layer_ids is None else [v + 1 for v in layer_ids]\n"),
     ),
     Mutant(
         "contract ids-ending-at-L (GPT-OSS): the declared rule +1 always",
-        TESTS + "test_eagle3_capture_contract.py",
+        TESTS + "test_eagle3_capture_contract_own_rules.py",
         _edit(GPT_OSS, r"if layer_ids and max\(layer_ids\) == num_layers:", "if False:"),
     ),
     Mutant(
         "contract per-layer flags (Qwen3-MoE): the capture computed apart from the declaration",
-        TESTS + "test_eagle3_capture_contract.py",
+        TESTS + "test_eagle3_capture_contract_handed_on.py",
         _edit(
             SRT + "models/qwen3_moe.py",
             r"layers_to_capture = self\.get_eagle3_layers_to_capture\(self\.config, layer_ids\)\n",
@@ -155,12 +155,12 @@ MUTANTS = (
     ),
     Mutant(
         "contract delegation (Kimi-K2.5): declared apart from its language model",
-        TESTS + "test_eagle3_capture_contract.py",
+        TESTS + "test_eagle3_capture_contract_own_rules.py",
         _edit(SRT + "models/kimi_k25.py", r"hf_config\.text_config, layer_ids\n", "hf_config.text_config, layer_ids and [i + 1 for i in layer_ids]\n"),
     ),
     Mutant(
         "contract final boundary (Gemma-3): not said",
-        TESTS + "test_eagle3_capture_contract.py",
+        TESTS + "test_eagle3_capture_contract_own_rules.py",
         _edit(SRT + "models/gemma3_causal.py", r"eagle3_captures_final_hidden_state = True", "eagle3_captures_final_hidden_state = False"),
     ),
     Mutant(

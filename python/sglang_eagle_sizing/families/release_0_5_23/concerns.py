@@ -6,6 +6,8 @@ from __future__ import annotations
 
 AUX_COUNT = "aux-count"
 CAPTURE_CONTRACT = "capture-contract"
+CAPTURE_CONTRACT_HANDED_ON = "capture-contract-handed-on"
+CAPTURE_CONTRACT_OWN_RULES = "capture-contract-own-rules"
 TOP_LEVEL_LAYER_IDS = "top-level-layer-ids"
 DRAFT_CHECK = "draft-check"
 DRAFT_DTYPE = "draft-dtype"
@@ -18,6 +20,8 @@ IDLE_VERIFY_KV = "idle-verify-kv"
 ORDER: tuple[str, ...] = (
     AUX_COUNT,
     CAPTURE_CONTRACT,
+    CAPTURE_CONTRACT_HANDED_ON,
+    CAPTURE_CONTRACT_OWN_RULES,
     DRAFT_CHECK,
     TOP_LEVEL_LAYER_IDS,
     DRAFT_DTYPE,

@@ -13,17 +13,17 @@ DESCRIPTIONS = Path(__file__).with_name("descriptions")
 
 #: The earlier patches a patch needs to be applied on the release (its description says so,
 #: on a line of its own beginning with "Needs"); every other patch applies alone.
+CONTRACTS = (
+    concerns.CAPTURE_CONTRACT,
+    concerns.CAPTURE_CONTRACT_HANDED_ON,
+    concerns.CAPTURE_CONTRACT_OWN_RULES,
+)
 NEEDS: dict[str, tuple[str, ...]] = {
-    concerns.CAPTURE_CONTRACT: (concerns.AUX_COUNT,),
-    concerns.DRAFT_CHECK: (concerns.AUX_COUNT, concerns.CAPTURE_CONTRACT),
-    concerns.TOP_LEVEL_LAYER_IDS: (
-        concerns.AUX_COUNT,
-        concerns.CAPTURE_CONTRACT,
-        concerns.DRAFT_CHECK,
-    ),
+    concerns.DRAFT_CHECK: (concerns.AUX_COUNT, *CONTRACTS),
+    concerns.TOP_LEVEL_LAYER_IDS: (concerns.AUX_COUNT, *CONTRACTS, concerns.DRAFT_CHECK),
     concerns.SPECULATORS_EAGLE3: (
         concerns.AUX_COUNT,
-        concerns.CAPTURE_CONTRACT,
+        *CONTRACTS,
         concerns.DRAFT_CHECK,
         concerns.TOP_LEVEL_LAYER_IDS,
     ),

@@ -42,40 +42,49 @@ TARGET_CAPTURE = (
 
 #: The model files whose classes capture EAGLE-3 aux hidden states
 #: (``set_eagle3_layers_to_capture(self, layer_ids)``): each such class declares what it
-#: captures (``get_eagle3_layers_to_capture``). ``models/mindspore.py`` is not one: its
-#: ``MindSporeForCausalLM`` hands the ids to a model class chosen at run time, so it stays
-#: undeclared and captures as the release does.
-CAPTURE_CONTRACT_MODELS = tuple(
-    f"models/{name}.py"
-    for name in (
+#: captures (``get_eagle3_layers_to_capture``), in three patches of nine files by rule:
+#: the classes that add 1 and hold ``layers_to_capture`` on their model; those that add 1 and
+#: hand the indices on (an inner model's method, flags on the layers, a multimodal model);
+#: those with rules of their own, the last layer's output or a language model to ask.
+#: ``models/mindspore.py`` is none of them: its ``MindSporeForCausalLM`` hands the ids to a
+#: model class chosen at run time, so it stays undeclared and captures as the release does.
+CAPTURE_CONTRACT_GROUPS = {
+    concerns.CAPTURE_CONTRACT: (
         "apertus",
-        "bailing_moe",
-        "deepseek_v2",
         "exaone_moe",
-        "gemma3_causal",
-        "gemma3_mm",
-        "gemma4_causal",
-        "gemma4_mm",
         "glm4_moe",
-        "glm4_moe_lite",
         "glm5_next",
-        "gpt_oss",
-        "kimi_k25",
         "llama",
         "longcat_flash",
         "minimax_m2",
+        "qwen2",
+        "qwen3",
+    ),
+    concerns.CAPTURE_CONTRACT_HANDED_ON: (
+        "bailing_moe",
         "minimax_m3",
         "minimax_m3_vl",
-        "mllama4",
-        "qwen2",
         "qwen2_5_vl",
         "qwen2_moe",
-        "qwen3",
         "qwen3_5_text",
         "qwen3_moe",
         "qwen3_next",
         "qwen3_vl",
-    )
+    ),
+    concerns.CAPTURE_CONTRACT_OWN_RULES: (
+        "deepseek_v2",
+        "gemma3_causal",
+        "gemma3_mm",
+        "gemma4_causal",
+        "gemma4_mm",
+        "glm4_moe_lite",
+        "gpt_oss",
+        "kimi_k25",
+        "mllama4",
+    ),
+}
+CAPTURE_CONTRACT_MODELS = tuple(
+    sorted(f"models/{name}.py" for names in CAPTURE_CONTRACT_GROUPS.values() for name in names)
 )
 #: Where Gemma-3 captures EAGLE-3 aux hidden states: its model's forward, whose decoder
 #: layers return their branch and the residual stream apart.
@@ -175,6 +184,10 @@ TEST_CONCERNS = {
     UNIT_TESTS + "test_eagle3_top_level_layer_ids.py": concerns.TOP_LEVEL_LAYER_IDS,
     UNIT_TESTS + "test_eagle3_draft_check.py": concerns.DRAFT_CHECK,
     UNIT_TESTS + "test_eagle3_capture_contract.py": concerns.CAPTURE_CONTRACT,
+    UNIT_TESTS
+    + "test_eagle3_capture_contract_handed_on.py": concerns.CAPTURE_CONTRACT_HANDED_ON,
+    UNIT_TESTS
+    + "test_eagle3_capture_contract_own_rules.py": concerns.CAPTURE_CONTRACT_OWN_RULES,
     UNIT_TESTS + "test_eagle_draft_dtype.py": concerns.DRAFT_DTYPE,
     UNIT_TESTS + "test_eagle3_speculators_format.py": concerns.SPECULATORS_EAGLE3,
     UNIT_TESTS + "test_eagle3_norm_before_residual.py": concerns.SPECULATORS_NORMS,

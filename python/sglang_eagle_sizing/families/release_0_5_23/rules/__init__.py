@@ -15,7 +15,9 @@ from sglang_eagle_sizing.families.release_0_5_23.rules.aux_count import (
     AuxCountFunctionRule,
 )
 from sglang_eagle_sizing.families.release_0_5_23.rules.capture_contract import (
-    CaptureContractRule,
+    AddOneCaptureContractRule,
+    HandedOnCaptureContractRule,
+    OwnRulesCaptureContractRule,
 )
 from sglang_eagle_sizing.families.release_0_5_23.rules.draft_check import DraftCheckRule
 from sglang_eagle_sizing.families.release_0_5_23.rules.draft_dtype import DraftDtypeRule
@@ -45,7 +47,9 @@ from sglang_eagle_sizing.families.release_0_5_23.rules.top_level_layer_ids impor
 RULES = (
     AuxCountBlockRule,
     AuxCountFunctionRule,
-    CaptureContractRule,
+    AddOneCaptureContractRule,
+    HandedOnCaptureContractRule,
+    OwnRulesCaptureContractRule,
     TargetCaptureRule,
     DraftCheckRule,
     DraftDtypeRule,

@@ -31,7 +31,7 @@ from sglang_eagle_sizing.families.release_0_5_23.inserted import (
     FINAL_HIDDEN_STATE_TEXT,
 )
 from sglang_eagle_sizing.families.release_0_5_23.sites import (
-    CAPTURE_CONTRACT_MODELS,
+    CAPTURE_CONTRACT_GROUPS,
     FINAL_HIDDEN_STATE_CLASSES,
 )
 from sglang_eagle_sizing.syntax import (
@@ -413,9 +413,14 @@ class CaptureContractRule(Rule):
     captures the last layer's output. The inner models whose method takes the indices
     (``layers_to_capture``) are the holders their outer classes hand them to."""
 
-    concerns = (concerns.CAPTURE_CONTRACT,)
-    files = frozenset(CAPTURE_CONTRACT_MODELS)
     needles = (SETTER,)
+    #: the concern of ``CAPTURE_CONTRACT_GROUPS`` whose files the rule rewrites
+    group = ""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.concerns = (cls.group,)
+        cls.files = frozenset(f"models/{name}.py" for name in CAPTURE_CONTRACT_GROUPS[cls.group])
 
     def __init__(self, file: str):
         super().__init__(file)
@@ -496,3 +501,23 @@ class CaptureContractRule(Rule):
         if not self.declared:
             raise self.fail(original_node, f"no class with {SETTER}({LAYER_IDS})")
         return updated_node
+
+
+class AddOneCaptureContractRule(CaptureContractRule):
+    """The classes that add 1 and hold ``layers_to_capture`` on their model."""
+
+    group = concerns.CAPTURE_CONTRACT
+
+
+class HandedOnCaptureContractRule(CaptureContractRule):
+    """The classes that add 1 and hand the indices on: an inner model's method, flags on the
+    layers, a multimodal model's inner model."""
+
+    group = concerns.CAPTURE_CONTRACT_HANDED_ON
+
+
+class OwnRulesCaptureContractRule(CaptureContractRule):
+    """The classes with rules of their own (DeepSeek-V2/V3, GLM-4-MoE-Lite, GPT-OSS), those
+    that capture the last layer's output, and those that ask their language model."""
+
+    group = concerns.CAPTURE_CONTRACT_OWN_RULES
