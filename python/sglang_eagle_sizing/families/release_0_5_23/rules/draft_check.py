@@ -214,11 +214,21 @@ class FinalHiddenStateRule(ClassRule):
 
     def rewrite_class(self, node, body):
         name = node.name.value
-        if any(assigns(stmt, FINAL_HIDDEN_STATE_FLAG) for stmt in body):
+        forward = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "forward"]
+        captures = len(forward) == 1 and contains(forward[0], _captures_end_layer)
+        flag = next((s for s in node.body.body if assigns(s, FINAL_HIDDEN_STATE_FLAG)), None)
+        if flag is not None:
+            # the flag stays true only while the forward it speaks for captures (an upstream
+            # merge may have changed the forward under it)
+            if not captures:
+                raise self.fail(
+                    flag,
+                    f"{name}: says {FINAL_HIDDEN_STATE_FLAG} but its forward does not capture "
+                    "the last layer as the rule knows",
+                )
             self.report(node, LABEL_CAPTURE, Finding.ROUTED, name)
             return None
-        forward = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "forward"]
-        if len(forward) != 1 or not contains(forward[0], _captures_end_layer):
+        if not captures:
             raise self.fail(node, f"{name}: its forward does not capture the last layer as the rule knows")
         self.report(node, LABEL_CAPTURE, Finding.UNROUTED, name)
         index = next(i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef))
