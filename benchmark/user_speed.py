@@ -7,7 +7,7 @@ Each version gets its own fresh cache folder (``SGLANG_EAGLE_SIZING_CACHE``) and
 of the checkout; the commands run in the order a maintainer runs them. Prints a Markdown table
 (seconds of wall time) and the machine's load average before and after.
 
-    .venv/bin/python benchmark/user_speed.py --before /tmp/before/python --after python
+    .venv/bin/python benchmark/user_speed.py --before ../before/python --after python
     .venv/bin/python benchmark/user_speed.py ... --no-series   # without the two pr --series
     .venv/bin/python benchmark/user_speed.py --before python --after python --sides after \
         --release 0.5.23                                      # this version, on 0.5.23

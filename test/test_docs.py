@@ -114,3 +114,18 @@ def test_every_path_the_docs_name_exists():
             if not (REPO / path).exists():
                 missing.append(f"{document.relative_to(REPO)}: {path}")
     assert missing == [], "\n".join(missing)
+
+
+#: an absolute path of a machine (the one the docs were written on): ``/work/...``,
+#: ``/tmp/...``, a home folder; a system tool's (``/usr/bin/time``) is not one
+MACHINE_PATH = re.compile(r"(?<![\w.~/-])/(?:work|tmp|root|home|Users|mnt|scratch)/[^\s`)]*")
+
+
+def test_no_document_names_a_path_of_the_machine_it_was_written_on():
+    found = [
+        f"{document.relative_to(REPO)}:{number}: {match.group(0)}"
+        for document in DOCUMENTS
+        for number, line in enumerate(document.read_text().splitlines(), 1)
+        for match in MACHINE_PATH.finditer(line)
+    ]
+    assert found == [], "\n".join(found)
