@@ -223,8 +223,9 @@ class FinalHiddenStateRule(ClassRule):
             if not captures:
                 raise self.fail(
                     flag,
-                    f"{name}: says {FINAL_HIDDEN_STATE_FLAG} but its forward does not capture "
-                    "the last layer as the rule knows",
+                    f"{name}: {FINAL_HIDDEN_STATE_FLAG} = True, but its forward no longer "
+                    "captures the last layer's output as the rule knows (changed upstream?): "
+                    "bring the capture back, or delete the flag",
                 )
             self.report(node, LABEL_CAPTURE, Finding.ROUTED, name)
             return None
