@@ -224,8 +224,8 @@ class FinalHiddenStateRule(ClassRule):
                 raise self.fail(
                     flag,
                     f"{name}: {FINAL_HIDDEN_STATE_FLAG} = True, but its forward no longer "
-                    "captures the last layer's output as the rule knows (changed upstream?): "
-                    "bring the capture back, or delete the flag",
+                    "captures the last layer's output as the rule knows (changed upstream?), "
+                    "and the flag would let ids naming that output through",
                 )
             self.report(node, LABEL_CAPTURE, Finding.ROUTED, name)
             return None
