@@ -86,6 +86,8 @@ def test_an_upstream_merge_is_refused_by_the_hook_then_fixed_or_refused_by_apply
     else:  # refused: the file and line named, nothing written
         assert (code, out) == (2, ""), err
         assert err.startswith("error: ") and _names(err, merge.file), err
+        # the line of what it refuses; line 1 only for a function that is not there at all
+        assert f"{merge.file}:1: " not in err or ": not found (" in err, err
         assert git_status(fork) == [] and tree_digest(state) == before
 
 

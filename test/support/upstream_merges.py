@@ -17,8 +17,9 @@ Three commits per release family:
   sizing site's method, becomes ``_prepare_idle_draft``;
 - **the speculators loader's call moved**. 0.5.23: ``HfModelConfigParser.parse``'s chain of
   config loaders (before whose ``AutoConfig`` fallback the patch calls the speculators loader)
-  moves into a helper, ``_load_hf_config``; and, a lighter move, the two special loaders are
-  called the other way round (the merge drops the patch's call, which ``apply`` puts back).
+  moves into a helper, ``_load_hf_config``; and, a lighter move, upstream adds a loader of its
+  own where the patch calls the speculators loader (the merge, taking upstream's side, drops
+  the patch's call, which ``apply`` puts back).
   0.5.11: ``get_config``'s ``AutoConfig.from_pretrained`` call (which the patch turns into
   ``auto_config_or_speculators_eagle3``) moves into a helper, ``_auto_config``.
 """
@@ -157,13 +158,14 @@ def loader_chain_moves_into_a_helper(fork: Path) -> None:
     )
 
 
-def special_loaders_swap(fork: Path) -> None:
+def another_special_loader(fork: Path) -> None:
+    """Upstream adds its own ``_try_load_*`` fallback where the patch added its call."""
     replace_once(
         fork / CONFIG_0_5_23,
         _CHAIN_0_5_23,
-        "        config = _try_load_raw_mamba_config(model, revision, **kwargs)\n"
-        "        if config is None:\n"
-        "            config = _try_load_longcat_config(model, revision, **kwargs)\n",
+        _CHAIN_0_5_23
+        + "        if config is None:\n"
+        "            config = _try_load_nemotron_config(model, revision, **kwargs)\n",
     )
 
 
@@ -235,8 +237,8 @@ MERGES = (
           resolver_renamed, _capture_asks_the_parser),
     Merge("0.5.23", "config loaders move into _load_hf_config", CONFIG_0_5_23,
           loader_chain_moves_into_a_helper, _speculators_before_auto_config),
-    Merge("0.5.23", "special config loaders swap", CONFIG_0_5_23,
-          special_loaders_swap, _speculators_before_auto_config),
+    Merge("0.5.23", "one more config loader where the patch calls its own", CONFIG_0_5_23,
+          another_special_loader, _speculators_before_auto_config),
     Merge("0.5.11", "EAGLE-3 drafter's fc without bias", DRAFTER,
           drafter_fc_without_bias, _fc_sized_by_the_aux_count),
     Merge("0.5.11", "rename EAGLEWorker._draft_preprocess_idle", WORKER,
