@@ -7,8 +7,8 @@ read or written, ...): one ``error:`` line, nothing written; 130 / 143 interrupt
 
 Streams, as black's: stdout carries what a script reads (check's and apply's one line per
 piece of work, the diff, the pull request); stderr carries the summary line and every
-``note:``, ``warning:``, ``error:`` and ``interrupted:`` line. Quiet on success but for the
-summary (``apply -q``: nothing).
+``note:``, ``warning:``, ``error:`` and ``interrupted:`` line. On success: the lines of the
+work (``check``'s left to do, ``apply``'s done) and one summary line (``apply -q``: nothing).
 """
 
 from __future__ import annotations
