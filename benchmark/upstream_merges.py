@@ -89,7 +89,7 @@ def untouched_commit(fork: Path, pre_commit: str | None) -> str:
 
     timed()  # pre-commit's own first-run set-up is not the hook's
     runs = [timed() for _ in range(3)]
-    run, seconds = runs[-1]
+    run = runs[-1][0]
     line = next((x for x in run.stdout.splitlines() if "EAGLE" in x), run.stdout.strip())
     # the same commit with no hook at all: what pre-commit costs by itself
     (fork / ".pre-commit-config.yaml").write_text("repos: []\n")
