@@ -1,5 +1,5 @@
-"""The commands a fork maintainer runs, timed on a git checkout of SGLang 0.5.11 (from the
-release wheel, tagged v0.5.11), for two versions of this tool side by side in one run:
+"""The commands a fork maintainer runs, timed on a git checkout of SGLang 0.5.11 or, with
+``--release 0.5.23``, 0.5.23 (from the release wheel, tagged v<release>), for two versions of this tool side by side in one run:
 ``--before DIR`` and ``--after DIR`` are folders holding ``sglang_eagle_sizing`` (e.g. a
 ``git archive`` of an older commit's ``python/``, and this checkout's ``python/``).
 
@@ -7,8 +7,10 @@ Each version gets its own fresh cache folder (``SGLANG_EAGLE_SIZING_CACHE``) and
 of the checkout; the commands run in the order a maintainer runs them. Prints a Markdown table
 (seconds of wall time) and the machine's load average before and after.
 
-    .venv/bin/python benchmark/user_speed.py --before /tmp/before/python --after python
+    .venv/bin/python benchmark/user_speed.py --before ../before/python --after python
     .venv/bin/python benchmark/user_speed.py ... --no-series   # without the two pr --series
+    .venv/bin/python benchmark/user_speed.py --before python --after python --sides after \
+        --release 0.5.23                                      # this version, on 0.5.23
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _common import REPO, machine  # noqa: E402
 
 
+RELEASE = "0.5.11"
+
+
 def wheel() -> Path:
     sys.path.insert(0, str(REPO / "python"))
     from sglang_eagle_sizing.wheel import cached_release_wheel
 
-    return cached_release_wheel()
+    return cached_release_wheel(RELEASE)
 
 
 def make_checkout(target: Path) -> Path:
@@ -43,7 +48,7 @@ def make_checkout(target: Path) -> Path:
     own.parent.mkdir(parents=True)
     own.write_text('"""A test the fork already has."""\n')
     git = ["git", "-c", "user.name=fork", "-c", "user.email=fork@example.com"]
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "v0.5.11"], ["tag", "v0.5.11"]):
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", f"v{RELEASE}"], ["tag", f"v{RELEASE}"]):
         subprocess.run([*git, *args], cwd=target, check=True)
     return target
 
@@ -80,10 +85,13 @@ def main() -> None:
     parser.add_argument("--before", type=Path, required=True)
     parser.add_argument("--after", type=Path, required=True)
     parser.add_argument("--no-series", action="store_true")
+    parser.add_argument("--release", choices=("0.5.11", "0.5.23"), default="0.5.11")
     parser.add_argument(
         "--sides", default="before,after", help="which to run (a rerun of one side: after)"
     )
     args = parser.parse_args()
+    global RELEASE
+    RELEASE = args.release
     scratch = Path(tempfile.mkdtemp(prefix="eagle-sizing-user-speed-"))
     pristine = make_checkout(scratch / "pristine")
     draft, target = bad_config(scratch / "bad")
@@ -96,13 +104,14 @@ def main() -> None:
         ("revert .", ("revert", "."), "fork"),
         ("apply . (cold cache, fresh checkout)", ("apply", "."), "fresh"),
         ("report on a config that is not JSON", ("report", str(draft), str(target)), "fork"),
+        ("build-wheel --release R --output DIR", ("build-wheel", "--release", RELEASE, "--output", str(scratch / "dist")), "fork"),
     ]
     if not args.no_series:
         steps += [
             ("pr --series DIR . (first)", ("pr", "--series", "SERIES", "--author", "A <a@b.c>", "."), "fork"),
             ("pr --series DIR . (again)", ("pr", "--series", "SERIES", "--author", "A <a@b.c>", "."), "fork"),
         ]
-    print(f"machine: {machine()}; load average before: {os.getloadavg()}", flush=True)
+    print(f"SGLang {RELEASE}; machine: {machine()}; load average before: {os.getloadavg()}", flush=True)
     figures: dict[str, dict[str, str]] = {}
     sides = (("before", args.before.resolve()), ("after", args.after.resolve()))
     for label, code in [side for side in sides if side[0] in args.sides.split(",")]:

@@ -117,6 +117,14 @@ def probe_family(
     return results
 
 
+def shown(root: str) -> str:
+    """A tree's path as the document shows it: from its environment's folder
+    (``.venv-0.5.23/lib/python3.11/site-packages/sglang``), never the machine's own."""
+    parts = Path(root).parts
+    start = next((i for i, part in enumerate(parts) if part.startswith(".venv")), len(parts) - 1)
+    return "/".join(parts[start:])
+
+
 # -- reading the rule off what each case captured ---------------------------------------------
 def describe(
     cell: dict | None, declared: list[int] | None, num_layers: int, case: str
@@ -212,7 +220,8 @@ def render_family(
         f"## SGLang {released['version']} ({family} family): {len(released['files'])} model files "
         + "define `set_eagle3_layers_to_capture`",
         "",
-        f"Released: `{released['root']}`; patched: the patch applied to a scratch copy of it. "
+        f"Released: `{shown(released['root'])}`; patched: the patch applied to a scratch copy "
+        + "of it. "
         + f"Probed in {seconds:.0f} s. What the model runner hands the class, per case "
         + "(released / patched):",
         "",

@@ -1,76 +1,64 @@
-"""The documentation says what the code does: docs/shipping.md's list of the files that
-trigger the pre-commit hook agrees with the ``files`` pattern of .pre-commit-hooks.yaml; and
+"""The documentation says what the code does: .pre-commit-hooks.yaml and docs/shipping.md's
+list of the files that trigger it are generated from the release families and watch every
+file their rules read; and
 every relative link of the README and docs/ (a file, and a heading in it) and every path of
 this repository they name in their text exists."""
 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import yaml
 from conftest import REPO, STAND_IN_TESTS
-from sglang_eagle_sizing.families.release_0_5_11.sites import GET_CONFIG_FILES, SITE_FILES
+from sglang_eagle_sizing.families import FAMILIES
+from sglang_eagle_sizing.patch import inserted_test_files
 
-BEGIN, END = "<!-- hook-files: begin -->", "<!-- hook-files: end -->"
-
+sys.path.insert(0, str(REPO / "scripts"))
+import precommit_hooks  # noqa: E402
 
 def hook_pattern() -> re.Pattern:
     hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
-    (hook,) = [h for h in hooks if h["id"] == "sglang-eagle-sizing-check"]
+    (hook,) = [h for h in hooks if h["id"] == precommit_hooks.HOOK_ID]
     return re.compile(hook["files"])
 
 
-def documented() -> list[str]:
-    text = (REPO / "docs" / "shipping.md").read_text()
-    block = text.split(BEGIN, 1)[1].split(END, 1)[0]
-    return [re.match(r"- `([^`]+)`", line).group(1) for line in block.strip().splitlines()]
+def test_the_hook_and_its_documented_files_are_generated_from_the_families():
+    """.pre-commit-hooks.yaml and docs/shipping.md's list are what scripts/precommit_hooks.py
+    writes from the families today: when a family's sites grow, this fails until it is run."""
+    assert (REPO / ".pre-commit-hooks.yaml").read_text() == precommit_hooks.hooks_text()
+    shipping = (REPO / "docs" / "shipping.md").read_text()
+    assert shipping == precommit_hooks.with_block(shipping)
 
 
-def covered(path: str, entries: list[str]) -> bool:
-    return any(path == e or (e.endswith("/") and path.startswith(e)) for e in entries)
+def _example(path: str) -> str:
+    return path + "any_module.py" if path.endswith("/") else path
+
+
+def test_the_hook_watches_every_file_each_familys_rules_read():
+    pattern = hook_pattern()
+    for family in FAMILIES:
+        for name in family.watched_files:
+            assert pattern.search(_example("python/sglang/srt/" + name)), (family.name, name)
+        for name in family.site_files:
+            assert pattern.search("python/sglang/srt/" + name), (family.name, name)
+        for key in inserted_test_files(family):
+            assert pattern.search(key), (family.name, key)
+    for key in (*STAND_IN_TESTS, "python/sglang/version.py"):
+        assert pattern.search(key), key
+    for other in ("python/sglang/srt/layers/linear.py", "python/sglang/srt/models/llama.py",
+                  "docs/README.md", "python/sglang/srt/models/gpt_oss.py.orig"):
+        assert not pattern.search(other), other
 
 
 def test_every_documented_file_triggers_the_hook():
-    pattern = hook_pattern()
-    for entry in documented():
-        example = entry + "any_module.py" if entry.endswith("/") else entry
-        assert pattern.search(example), entry
-
-
-def test_every_file_the_hook_watches_is_documented():
-    entries = documented()
-    watched = [f"python/sglang/srt/{f}" for f in (*SITE_FILES, *GET_CONFIG_FILES)]
-    watched += ["python/sglang/version.py", *STAND_IN_TESTS]
-    for path in watched:
-        assert hook_pattern().search(path), path
-        assert covered(path, entries), path
-
-
-def test_the_pattern_has_no_alternative_the_list_lacks():
-    """Each literal file the pattern spells out (its alternatives, expanded) is in the list."""
-    pattern = hook_pattern().pattern
-    # the alternatives under srt/: split the one group the pattern keeps them in
-    inner = re.search(r"srt/\((.*)\)\)\|test/registered/\)$", pattern).group(1)
-    parts, depth, current = [], 0, ""
-    for char in inner:
-        if char == "|" and depth == 0:
-            parts.append(current)
-            current = ""
-            continue
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        current += char
-    parts.append(current)
-    entries = documented()
-    for part in parts:
-        # expand one (a|b) group, if any
-        group = re.search(r"\(([^()]*)\)", part)
-        options = [part]
-        if group:
-            options = [part[: group.start()] + o + part[group.end():] for o in group.group(1).split("|")]
-        for option in options:
-            path = "python/sglang/srt/" + option.replace("\\.", ".")
-            assert covered(path, entries), path
+    text = (REPO / "docs" / "shipping.md").read_text()
+    block = text.split(precommit_hooks.BEGIN, 1)[1].split(precommit_hooks.END, 1)[0]
+    documented = [re.match(r"- `([^`]+)`", line).group(1) for line in block.strip().splitlines()]
+    assert documented == list(precommit_hooks.watched())
+    for entry in documented:
+        assert hook_pattern().search(_example(entry)), entry
 
 
 #: the README and every document under docs/ (docs/development/ included)
@@ -126,3 +114,18 @@ def test_every_path_the_docs_name_exists():
             if not (REPO / path).exists():
                 missing.append(f"{document.relative_to(REPO)}: {path}")
     assert missing == [], "\n".join(missing)
+
+
+#: an absolute path of a machine (the one the docs were written on): ``/work/...``,
+#: ``/tmp/...``, a home folder; a system tool's (``/usr/bin/time``) is not one
+MACHINE_PATH = re.compile(r"(?<![\w.~/-])/(?:work|tmp|root|home|Users|mnt|scratch)/[^\s`)]*")
+
+
+def test_no_document_names_a_path_of_the_machine_it_was_written_on():
+    found = [
+        f"{document.relative_to(REPO)}:{number}: {match.group(0)}"
+        for document in DOCUMENTS
+        for number, line in enumerate(document.read_text().splitlines(), 1)
+        for match in MACHINE_PATH.finditer(line)
+    ]
+    assert found == [], "\n".join(found)

@@ -59,6 +59,20 @@ def help_of(*argv: str) -> str:
     return " ".join(out.getvalue().split())
 
 
+def test_check_and_diff_help_point_to_applys_refusals_without_repeating_them():
+    refusals = " ".join(REFUSALS.split())
+    for command in ("check", "diff"):
+        text = help_of(command)
+        assert refusals not in text, command
+        assert text.endswith("sglang-eagle-sizing apply --help."), (command, text[-200:])
+    assert refusals in help_of("apply")
+
+
+def test_report_help_promises_what_both_families_report():
+    text = help_of("report")
+    assert "bytes" not in text.replace("on 0.5.9-0.5.11, bytes", ""), text
+
+
 def test_the_help_names_both_families():
     """The top-level description and the refusal help fit a tree of either family."""
     described = help_of().split("positional arguments")[0]

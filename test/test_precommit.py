@@ -1,6 +1,7 @@
 """The pre-commit hook, run as pre-commit runs it: its ``entry`` from .pre-commit-hooks.yaml,
-with no file names, at the root of a fork's git checkout. It fails on 0.5.11, ending with the
-command that fixes it, and passes once the patch is applied."""
+with no file names, at the root of a fork's git checkout of either family. It fails on the
+release (0.5.11, 0.5.23), ending with the command that fixes it, and passes once the patch is
+applied; a commit touching any file a family's rules read triggers it."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, STAND_IN_TESTS
+from conftest import REPO, STAND_IN_TESTS, make_checkout
 from sglang_eagle_sizing.cli import main as cli_main
-from sglang_eagle_sizing.families.release_0_5_11.sites import GET_CONFIG_FILES, SITE_FILES
+from sglang_eagle_sizing.families import FAMILIES
 
 HOOK_ID = "sglang-eagle-sizing-check"
 
@@ -31,13 +32,15 @@ def hook() -> dict:
 def test_the_hook_is_declared_as_the_brief_says(hook):
     assert hook["language"] == "python"
     assert hook["pass_filenames"] is False
-    # every file that holds a site triggers it
-    for file in (*SITE_FILES, *GET_CONFIG_FILES):
-        assert hook.get("always_run") is True or re.search(hook["files"], "python/sglang/srt/" + file), file
+    # every file a family's rules read triggers it (0.5.23's model files included)
+    for family in FAMILIES:
+        for file in family.site_files:
+            assert re.search(hook["files"], "python/sglang/srt/" + file), (family.name, file)
     # and so does removing a fork test file apply added
     for key in STAND_IN_TESTS:
-        assert hook.get("always_run") is True or re.search(hook["files"], key), key
+        assert re.search(hook["files"], key), key
     assert not re.search(hook["files"], "python/sglang/srt/layers/linear.py")
+    assert "hidden_size_for" not in hook["name"]  # named for no one family
     assert hook["entry"].split()[:2] == ["sglang-eagle-sizing", "check"]
     assert hook.get("name")
 
@@ -66,6 +69,22 @@ def test_the_hook_fails_on_the_release_and_passes_once_patched(hook, checkout):
     # and ends with the tree it checked and the command that fixes it
     assert before.stderr.splitlines()[-2].startswith(
         "checked SGLang 0.5.11 (git tag v0.5.11) at python/sglang: 15 sizing sites to route"
+    )
+    assert before.stderr.splitlines()[-1] == "to fix, run: sglang-eagle-sizing apply ."
+
+    assert cli_main(["apply", "--quiet", str(checkout)]) == 0
+    after = _run_hook(hook, checkout)
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert after.stdout == ""
+
+
+def test_the_hook_fails_on_0_5_23_and_passes_once_patched(hook, release_0_5_23, tmp_path):
+    checkout = make_checkout(release_0_5_23, tmp_path / "fork", "v0.5.23")
+    before = _run_hook(hook, checkout)
+    assert before.returncode == 1, before.stdout + before.stderr
+    assert "python/sglang/srt/models/gpt_oss.py:" in before.stdout
+    assert before.stderr.splitlines()[-2].startswith(
+        "checked SGLang 0.5.23 (git tag v0.5.23) at python/sglang: "
     )
     assert before.stderr.splitlines()[-1] == "to fix, run: sglang-eagle-sizing apply ."
 

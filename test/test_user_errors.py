@@ -302,9 +302,45 @@ def test_build_wheel_into_a_file_is_refused_before_the_wheel_is_patched(tmp_path
     (tmp_path / "out").write_text("mine\n")
     monkeypatch.setattr(wheel, "patched_files", _never)
     monkeypatch.setattr(wheel, "cached_release_wheel", _never)
-    code, out, err = _run("build-wheel", "--output", "out")
+    code, out, err = _run("build-wheel", "--release", "0.5.23", "--output", "out")
     assert (code, out) == (2, "")
     assert err == "error: out: not a folder (--output DIR takes a folder); nothing written\n"
+
+
+def test_build_wheel_without_a_release_asks_for_one_and_downloads_nothing(tmp_path, monkeypatch):
+    # a fork on one release is never handed the other's wheel by default
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(wheel, "patched_files", _never)
+    monkeypatch.setattr(wheel, "cached_release_wheel", _never)
+    code, out, err = _run("build-wheel")
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: which release? pass --release 0.5.11 or --release 0.5.23 (the release your "
+        "fork is on), or --wheel PATH; nothing written\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_build_wheel_from_a_wheel_of_another_release_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(wheel, "patched_files", _never)
+    for name in ("sglang-0.5.17-py3-none-any.whl", "sglang-0.5.23-py3-none-any.whl"):
+        (tmp_path / name).write_bytes(b"")
+    code, out, err = _run("build-wheel", "--wheel", "sglang-0.5.17-py3-none-any.whl")
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: sglang-0.5.17-py3-none-any.whl: sglang 0.5.17; expected sglang 0.5.11 or "
+        "0.5.23; nothing written\n"
+    )
+    code, out, err = _run(
+        "build-wheel", "--release", "0.5.11", "--wheel", "sglang-0.5.23-py3-none-any.whl"
+    )
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: sglang-0.5.23-py3-none-any.whl: sglang 0.5.23, not the --release 0.5.11; "
+        "nothing written\n"
+    )
+    assert not (tmp_path / "dist").exists()
 
 
 def test_build_wheel_from_a_missing_wheel_is_one_line(tmp_path, monkeypatch):

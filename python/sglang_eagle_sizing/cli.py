@@ -7,8 +7,8 @@ read or written, ...): one ``error:`` line, nothing written; 130 / 143 interrupt
 
 Streams, as black's: stdout carries what a script reads (check's and apply's one line per
 piece of work, the diff, the pull request); stderr carries the summary line and every
-``note:``, ``warning:``, ``error:`` and ``interrupted:`` line. Quiet on success but for the
-summary (``apply -q``: nothing).
+``note:``, ``warning:``, ``error:`` and ``interrupted:`` line. On success: the lines of the
+work (``check``'s left to do, ``apply``'s done) and one summary line (``apply -q``: nothing).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ NAME = "sglang-eagle-sizing"
 
 #: where a refused tree's maintainer finds what to do: help installed with the tool
 REFUSAL_HELP = "sglang-eagle-sizing apply --help says what to do"
-#: the help's account of refusals (the epilog of check, diff and apply)
+#: the help's account of refusals (the epilog of apply)
 REFUSALS = (
     "Refusals. apply writes nothing (exit 2) when the tree holds a place the rules do not "
     "know (e.g. a hidden-state width or idle input in a place or shape the release does not "
@@ -59,6 +59,16 @@ REFUSALS = (
     "makes it elsewhere, then run apply again; check lists what is left. A statement of the "
     "fork's near a site is kept where it is, in its order, or refused: never moved silently."
 )
+
+#: the end of each command's help: apply's refusals where they are apply's, a pointer to them
+#: where the command only reports what apply would do
+EPILOGS = {
+    "check": "Exit 0: nothing to do; 1: the work listed on stdout, which apply does; 2: an "
+    "error. A place the rules do not know is listed too; what apply refuses and what to do "
+    "then: sglang-eagle-sizing apply --help.",
+    "diff": "What apply refuses and what to do then: sglang-eagle-sizing apply --help.",
+    "apply": REFUSALS,
+}
 
 #: Commands that live in their own module. Each module defines ``HELP`` (one line),
 #: ``add_arguments(parser)`` and ``run(args) -> int`` (an exit code as above).
@@ -95,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
             name,
             help=text,
             description=text,
-            epilog=REFUSALS if name != "revert" else None,
+            epilog=EPILOGS.get(name),
         )
         command.add_argument(
             "path",

@@ -1,11 +1,14 @@
-"""``sglang-eagle-sizing build-wheel``: the sglang 0.5.11 release wheel with the patch applied.
+"""``sglang-eagle-sizing build-wheel``: a release family's SGLang wheel with the patch applied.
 
-The upstream wheel (``pip download --no-deps sglang==0.5.11`` into a cache, or ``--wheel``) is
-unpacked into a temporary folder only so that the rewrite can read it; the new wheel is written
-from the upstream archive's entries, with the patched files' ``FileResult.new_text`` in place of
-theirs, the ``.dist-info`` folder renamed for the local version, ``METADATA`` saying it is the
-fork, and a new ``RECORD``. No backup folder or lock file is ever created: the temporary tree is
-never written to.
+Which release: ``--release`` (one family's tested release: 0.5.11 or 0.5.23), else the version
+of the ``--wheel`` given; never a default, so that a fork on one release is not handed a wheel
+of the other. The upstream wheel (``pip download --no-deps sglang==<release>`` into a cache,
+or ``--wheel``) is unpacked into a temporary folder only so that the rewrite can read it; the
+new wheel is written from the upstream archive's entries, with the patched files'
+``FileResult.new_text`` in place of theirs and the modules the patch adds, the ``.dist-info``
+folder renamed for the local version, ``METADATA`` saying it is the fork, and a new
+``RECORD``. No backup folder or lock file is ever created: the temporary tree is never written
+to.
 
 Reproducible: entries sorted (``.dist-info`` last, ``RECORD`` the very last), every date
 1980-01-01 00:00:00, mode 0644 (0755 where upstream had an executable bit), deflate level 6.
@@ -28,22 +31,39 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sglang_eagle_sizing.caches import CACHE_ENV, cache_root
-from sglang_eagle_sizing.families import BEFORE_REFACTOR
+from sglang_eagle_sizing.families import FAMILIES, Family
 from sglang_eagle_sizing.shared_cache import filling
 from sglang_eagle_sizing.tree import SglangTree, TreeError, display
 
-HELP = "build dist/sglang-0.5.11+eaglesizing1-<tags>.whl: the release wheel with the patch applied"
+#: the releases a wheel is built from: each family's tested release whose sites it names
+RELEASES = tuple(family.known_version for family in FAMILIES)
+HELP = (
+    "build dist/sglang-<release>+eaglesizing1-<tags>.whl: the release wheel with the patch "
+    f"applied (--release {' or '.join(RELEASES)}, or --wheel PATH)"
+)
 
 OK, ERROR = 0, 2
 PROJECT = "sglang"
 LOCAL_LABEL = "eaglesizing1"
-#: the release the fork wheel patches: the last of the family before upstream's refactor
-KNOWN_VERSION = BEFORE_REFACTOR.known_version
-FORK_VERSION = f"{KNOWN_VERSION}+{LOCAL_LABEL}"
-FORK_SUMMARY = (
-    f"SGLang {KNOWN_VERSION} patched by sglang-eagle-sizing: every EAGLE hidden-state width "
-    "and dtype comes from EagleDraftInput/EagleDraftExtendInput.hidden_size_for and dtype_for."
-)
+
+
+def fork_version(release: str) -> str:
+    """``0.5.23+eaglesizing1``: the release with this patch's PEP 440 local label."""
+    return f"{release}+{LOCAL_LABEL}"
+
+
+def family_of_release(release: str) -> Family:
+    """The family whose tested release ``release`` is (``RELEASES``)."""
+    (family,) = [f for f in FAMILIES if f.known_version == release]
+    return family
+
+
+def fork_summary(release: str) -> str:
+    """``METADATA``'s ``Summary``: the release, patched, and what the family's patch does."""
+    family = family_of_release(release)
+    return f"SGLang {release} patched by sglang-eagle-sizing: {family.summary}."
+
+
 #: Every entry's date: the earliest a zip file can hold.
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 COMPRESS_LEVEL = 6
@@ -83,16 +103,24 @@ class WheelName:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--output",
-        metavar="DIR",
-        default="dist",
-        help="folder the fork wheel is written to (default: dist)",
+        "--release",
+        choices=RELEASES,
+        help="the SGLang release your fork is on: its wheel is downloaded with pip (into "
+        f"${CACHE_ENV}/wheels or ~/.cache/sglang-eagle-sizing/wheels) and patched by its "
+        "family's rules; required unless --wheel names the wheel",
     )
     parser.add_argument(
         "--wheel",
         metavar="PATH",
-        help=f"the upstream sglang {KNOWN_VERSION} wheel to patch (default: downloaded with "
-        f"pip into ${CACHE_ENV}/wheels or ~/.cache/sglang-eagle-sizing/wheels)",
+        help="the upstream sglang wheel to patch, no download; its version ("
+        + " or ".join(RELEASES)
+        + ") is the release",
+    )
+    parser.add_argument(
+        "--output",
+        metavar="DIR",
+        default="dist",
+        help="folder the fork wheel is written to (default: dist)",
     )
 
 
@@ -100,17 +128,45 @@ def run(args: argparse.Namespace) -> int:
     from sglang_eagle_sizing.pr import output_folder
 
     try:
+        if not args.release and not args.wheel:
+            raise WheelError(
+                "which release? pass --release "
+                + " or --release ".join(RELEASES)
+                + " (the release your fork is on), or --wheel PATH; nothing written"
+            )
         output = output_folder(args.output, "--output")  # before the slow work
         if args.wheel and not Path(args.wheel).is_file():
             what = "not a file" if Path(args.wheel).exists() else "no such file"
             raise WheelError(f"{display(Path(args.wheel))}: {what}; nothing written")
-        upstream = Path(args.wheel) if args.wheel else cached_release_wheel()
+        if args.wheel:
+            upstream = Path(args.wheel)
+            _release_of(upstream, args.release)
+        else:
+            upstream = cached_release_wheel(args.release)
         built = build_wheel(upstream, output)
     except (WheelError, TreeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ERROR
     print(built)
     return OK
+
+
+def _release_of(path: Path, asked: str | None = None) -> str:
+    """The release of the upstream wheel at ``path``, from its name: one of ``RELEASES`` (and
+    ``asked`` when ``--release`` was given too)."""
+    name = WheelName.parse(path)
+    if name.name != PROJECT or name.version not in RELEASES:
+        raise WheelError(
+            f"{display(path)}: {name.name} {name.version}; expected {PROJECT} "
+            + " or ".join(RELEASES)
+            + "; nothing written"
+        )
+    if asked is not None and name.version != asked:
+        raise WheelError(
+            f"{display(path)}: {PROJECT} {name.version}, not the --release {asked}; "
+            "nothing written"
+        )
+    return name.version
 
 
 # -- the upstream wheel ------------------------------------------------------------------
@@ -120,8 +176,9 @@ def cache_folder() -> Path:
     return cache_root() / "wheels"
 
 
-def cached_release_wheel(version: str = KNOWN_VERSION) -> Path:
-    """The ``sglang==VERSION`` wheel (0.5.11 unless told), downloaded with pip the first time."""
+def cached_release_wheel(version: str = FAMILIES[0].known_version) -> Path:
+    """The ``sglang==VERSION`` wheel, downloaded with pip the first time (without a version,
+    0.5.11's: what the tests and scripts of that family read)."""
     folder = cache_folder()
     pattern = f"{PROJECT}-{version}-*.whl"
 
@@ -149,10 +206,7 @@ def cached_release_wheel(version: str = KNOWN_VERSION) -> Path:
 def _read_upstream(path: Path) -> tuple[WheelName, dict[str, tuple[bytes, int]]]:
     """The wheel's name and its files: ``{entry name: (bytes, mode)}``; folders dropped."""
     name = WheelName.parse(path)
-    if name.name != PROJECT or name.version != KNOWN_VERSION:
-        raise WheelError(
-            f"{path}: {name.name} {name.version}; expected {PROJECT} {KNOWN_VERSION}"
-        )
+    _release_of(path)
     try:
         with zipfile.ZipFile(path) as archive:
             files = {
@@ -191,14 +245,15 @@ def patched_files(files: dict[str, tuple[bytes, int]]) -> dict[str, bytes]:
                 report.unknown[0].format() if report.unknown else report.missing[0].key
             )
             raise WheelError(f"sizing sites the rules cannot handle, first: {first}")
-        if not report.changed:
+        if not report.changed and not report.modules_to_add:
             raise WheelError("the upstream wheel is already patched: nothing to change")
-        return {
-            f"{prefix}srt/{r.file}": r.new_text.encode("utf-8") for r in report.changed
-        }
+        # a package folder's keys name files from its parent: ``sglang/srt/...``, as the
+        # wheel's entries do
+        patched = {tree.key(r.file): r.new_text.encode("utf-8") for r in report.changed}
+        return {**patched, **report.modules_to_add}
 
 
-def fork_metadata(metadata: bytes) -> bytes:
+def fork_metadata(metadata: bytes, release: str) -> bytes:
     """``METADATA`` with the local version and a summary saying it is the patched fork; every
     other line (``Requires-Dist`` included) kept byte for byte."""
     lines = metadata.decode("utf-8").split("\n")
@@ -208,13 +263,13 @@ def fork_metadata(metadata: bytes) -> bytes:
             break  # the end of the headers; the description follows
         key = line.split(":", 1)[0]
         if key in seen and not seen[key]:
-            value = FORK_VERSION if key == "Version" else FORK_SUMMARY
+            value = fork_version(release) if key == "Version" else fork_summary(release)
             lines[index] = f"{key}: {value}"
             seen[key] = True
     if not seen["Version"]:
         raise WheelError("METADATA: no Version header")
     if not seen["Summary"]:
-        lines.insert(2, f"Summary: {FORK_SUMMARY}")
+        lines.insert(2, f"Summary: {fork_summary(release)}")
     return "\n".join(lines).encode("utf-8")
 
 
@@ -255,8 +310,9 @@ def _order(entry: str, new: WheelName) -> tuple[int, str]:
 def fork_files(
     upstream: WheelName, files: dict[str, tuple[bytes, int]], patched: dict[str, bytes]
 ) -> tuple[WheelName, dict[str, tuple[bytes, int]]]:
-    """The fork wheel's name and entries in write order, ``RECORD`` included."""
-    fork = WheelName(upstream.name, FORK_VERSION, upstream.tags)
+    """The fork wheel's name and entries in write order, ``RECORD`` included: upstream's
+    entries with the patched bytes, then the files the patch adds (``patched`` holds both)."""
+    fork = WheelName(upstream.name, fork_version(upstream.version), upstream.tags)
     old_record = upstream.dist_info + "RECORD"
     entries: dict[str, tuple[bytes, int]] = {}
     for entry, (data, mode) in files.items():
@@ -264,11 +320,13 @@ def fork_files(
             continue
         data = patched.get(entry, data)
         if entry == upstream.dist_info + "METADATA":
-            data = fork_metadata(data)
+            data = fork_metadata(data, upstream.version)
         entries[_renamed(entry, upstream, fork)] = (
             data,
             0o755 if mode & 0o111 else 0o644,
         )
+    for entry, data in patched.items():
+        entries.setdefault(entry, (data, 0o644))  # a module the patch adds
     ordered = dict(sorted(entries.items(), key=lambda item: _order(item[0], fork)))
     new_record = fork.dist_info + "RECORD"
     ordered[new_record] = (

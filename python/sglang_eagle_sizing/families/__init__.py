@@ -91,6 +91,22 @@ class Family:
         return files_in(srt, read) if files_in is not None else sorted(self.site_files)
 
     @property
+    def watched_files(self) -> tuple[str, ...]:
+        """Everything of a tree (relative to ``srt/``) whose change can change what ``check``
+        says, for the pre-commit hook: the site files, the release file, the modules the
+        patch adds, and ``sites.READ_ALSO`` (files read where the tree has them; a name ending
+        in ``/``: every file under that folder, which ``sites.files_in`` scans). Sorted; a
+        file under a watched folder is left out."""
+        names = {*self.site_files, *getattr(self._sites, "READ_ALSO", ())}
+        names.update(getattr(self._sites, "NEW_MODULES", {}))
+        if self.release_file is not None:
+            names.add(self.release_file)
+        folders = {n for n in names if n.endswith("/")}
+        return tuple(
+            sorted(n for n in names if n in folders or not n.startswith(tuple(folders)))
+        )
+
+    @property
     def release_file(self) -> str | None:
         """A file of the release (relative to ``srt/``) besides those the rules rewrite whose
         text decides what they write (``sites.RELEASE_FILE``; None: none)."""

@@ -1,5 +1,5 @@
-"""``sglang-eagle-sizing report``: the width, dtype and bytes of every sizing site for a
-drafter/target pair, by the tree's own code (``report/__init__.py`` for 0.5.9-0.5.11,
+"""``sglang-eagle-sizing report``: what a tree computes for a drafter/target pair (every sizing
+site's width and dtype, bytes on 0.5.9-0.5.11; the draft model's dtype; the captured states), by the tree's own code (``report/__init__.py`` for 0.5.9-0.5.11,
 ``report/release_0_5_23.py`` after upstream's refactor), or ``--disagreements``'s table."""
 
 from __future__ import annotations
@@ -21,7 +21,11 @@ from sglang_eagle_sizing.report.disagreements import table
 from sglang_eagle_sizing.report.release_0_5_23 import ReportError
 from sglang_eagle_sizing.tree import SglangTree, TreeError
 
-HELP = "print the width, dtype and bytes of every sizing site for a drafter/target pair"
+HELP = (
+    "print what the tree computes for a drafter/target pair: each sizing site's width and "
+    "dtype (and, on 0.5.9-0.5.11, bytes), the draft model's dtype and the hidden states the "
+    "target captures"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

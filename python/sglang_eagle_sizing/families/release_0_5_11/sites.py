@@ -312,6 +312,11 @@ RELEASE_FILE = "configs/model_config.py"
 #: module from 0.5.11, ``hf_transformers_utils.py`` before. Read when present.
 GET_CONFIG_FILES = ("utils/hf_transformers/config.py", "utils/hf_transformers_utils.py")
 
+#: What the rules read besides ``SITE_FILES`` and ``RELEASE_FILE`` (``families.Family.
+#: watched_files``, the pre-commit hook's files): ``get_config``'s module, and every
+#: ``speculative/`` module (``files_in`` scans the folder for a site upstream adds).
+READ_ALSO = (*GET_CONFIG_FILES, SPEC)
+
 
 def test_files(files: dict[str, bytes]) -> dict[str, bytes]:
     """Of the fork's tests, those the enabled concerns add (``fork_test_slices``)."""

@@ -93,6 +93,14 @@ GEMMA3_AUX = ("models/gemma3_causal.py", "Gemma3TextModel.forward")
 #: ``layers_to_capture`` holds the layer count (``self.end_layer in self.layers_to_capture``,
 #: ``num_layers in self.layers_to_capture`` after the layer loop of the model they capture
 #: in: Gemma3TextModel, Gemma4TextModel, GptOssModel, MiniMaxM3Model).
+#: The models whose forward captures it (``self.end_layer in self.layers_to_capture``, or
+#: ``num_layers in ...`` after the layer loop), which the rule checks still do.
+FINAL_HIDDEN_STATE_HOLDERS = (
+    ("models/gemma3_causal.py", "Gemma3TextModel"),
+    ("models/gemma4_causal.py", "Gemma4TextModel"),
+    ("models/gpt_oss.py", "GptOssModel"),
+    ("models/minimax_m3.py", "MiniMaxM3Model"),
+)
 FINAL_HIDDEN_STATE_CLASSES = (
     ("models/gemma3_causal.py", "Gemma3ForCausalLM"),
     ("models/gemma3_mm.py", "Gemma3ForConditionalGeneration"),

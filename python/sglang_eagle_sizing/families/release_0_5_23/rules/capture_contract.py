@@ -33,6 +33,7 @@ from sglang_eagle_sizing.families.release_0_5_23.inserted import (
 from sglang_eagle_sizing.families.release_0_5_23.sites import (
     CAPTURE_CONTRACT_GROUPS,
     FINAL_HIDDEN_STATE_CLASSES,
+    FINAL_HIDDEN_STATE_HOLDERS,
 )
 from sglang_eagle_sizing.syntax import (
     assigns,
@@ -123,6 +124,30 @@ def _sink(stmt) -> tuple[str, cst.BaseExpression] | None:
 
 def _has_sink(node) -> bool:
     return contains(node, lambda n: isinstance(n, cst.SimpleStatementLine) and _sink(n) is not None)
+
+
+def _hands_over(setter: cst.FunctionDef) -> bool:
+    """Whether the method captures what the class declares, or asks an inner model."""
+    asks_contract = contains(
+        setter, lambda n: isinstance(n, cst.Call) and dotted(n.func) == f"self.{CONTRACT}"
+    )
+    return asks_contract or (not _has_sink(setter) and contains(setter, _calls_inner_setter))
+
+
+def _calls_inner_setter(node) -> bool:
+    name = dotted(node.func) if isinstance(node, cst.Call) else None
+    return bool(name) and name.startswith("self.") and name.endswith("." + SETTER)
+
+
+def _captures_end_layer(node: cst.CSTNode) -> bool:
+    """``self.end_layer in self.layers_to_capture`` or ``num_layers in ...``."""
+    return (
+        isinstance(node, cst.Comparison)
+        and dotted(node.left) in ("self.end_layer", "num_layers")
+        and len(node.comparisons) == 1
+        and isinstance(node.comparisons[0].operator, cst.In)
+        and dotted(node.comparisons[0].comparator) == "self.layers_to_capture"
+    )
 
 
 class _ToClassmethod(cst.CSTTransformer):
@@ -457,10 +482,18 @@ class CaptureContractRule(Rule):
     def _declare(self, name, body, setter, param):
         flag_wanted = (self.file, name) in FINAL_HIDDEN_STATE_CLASSES
         has_flag = any(assigns(s, FINAL_HIDDEN_STATE_FLAG) for s in body)
-        if _has(body, CONTRACT) and (has_flag or not flag_wanted):
+        declared = _has(body, CONTRACT) and _hands_over(setter)
+        if declared and (has_flag or not flag_wanted):
             self.report(setter, LABEL, Finding.ROUTED, name)
             return None
         self.report(setter, LABEL, Finding.UNROUTED, name)
+        if _has(body, CONTRACT) and not declared:
+            # the method computes its own indices again (an upstream change of its rule):
+            # the declaration is made anew from it
+            body = [
+                s for s in body if not (isinstance(s, cst.FunctionDef) and s.name.value == CONTRACT)
+            ]
+            setter = _setter(body)
         index = body.index(setter)
         if not _has(body, CONTRACT):
             delegate = _delegate(setter, body, self.module_names)
@@ -491,6 +524,24 @@ class CaptureContractRule(Rule):
                 ]
             )
         return body
+
+    def visit_ClassDef(self, node):
+        if not self._scope and (self.file, node.name.value) in FINAL_HIDDEN_STATE_HOLDERS:
+            forward = [
+                f
+                for f in node.body.body
+                if isinstance(f, cst.FunctionDef) and f.name.value == "forward"
+            ]
+            if len(forward) != 1 or not contains(forward[0], _captures_end_layer):
+                raise self.fail(
+                    forward[0] if forward else node,
+                    f"{node.name.value}.forward: no longer captures the last layer's output "
+                    f"(`... in self.layers_to_capture` after its layer loop), which "
+                    f"{FINAL_HIDDEN_STATE_FLAG} of the classes capturing through it says "
+                    "it does: ids naming that output would pass the check before load and "
+                    "be dropped",
+                )
+        return super().visit_ClassDef(node)
 
     def leave_Module(self, original_node, updated_node):
         missing = [

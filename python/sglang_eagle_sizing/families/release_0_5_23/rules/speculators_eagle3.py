@@ -57,6 +57,14 @@ class SpeculatorsConfigRule(ScopedRule):
     def __init__(self, file: str):
         super().__init__(file)
         self.found = False
+        #: ``parse``'s ``def``, for the line a refusal names
+        self.parse_def: cst.FunctionDef | None = None
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool | None:
+        result = super().visit_FunctionDef(node)
+        if self.scope == CONFIG_READ[1] and self.parse_def is None:
+            self.parse_def = node
+        return result
 
     @staticmethod
     def _fallback_to(stmt: cst.CSTNode, name: str) -> bool:
@@ -94,7 +102,7 @@ class SpeculatorsConfigRule(ScopedRule):
     def leave_Module(self, original_node, updated_node):
         if not self.found:
             raise self.fail(
-                original_node,
+                self.parse_def or original_node,
                 f"{CONFIG_READ[1]}: no `if config is None:` fallback to "
                 f"{shared.AUTO_CONFIG_CALL}",
             )
