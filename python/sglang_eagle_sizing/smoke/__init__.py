@@ -212,7 +212,8 @@ def capture_problems(case, entry: dict) -> list[str]:
     """What the served target captured (``capture.py``) against what it must: a speculators
     drafter's ids are ``output_hidden_states`` indices on every class (issue 35); SGLang's ids
     (SpecForge) keep the meaning the unpatched release gives them on the class, so the tree
-    must capture what the release captured when both served."""
+    must capture the layers the release captured when both served, as hidden states: a layer's
+    branch without its residual is not what a drafter is trained on (0.5.23's Gemma-3)."""
     if not case.compare_capture:
         return []
     got = entry["tree"].get("capture") or {}
@@ -226,11 +227,32 @@ def capture_problems(case, entry: dict) -> list[str]:
             return [f"captured hidden states {got['captured']}; the speculators drafter's ids "
                     f"mean {meant} (output_hidden_states indices)"]
         return []
+    branches = [label for label in got["captured"] if _branch_layer(label) is not None]
+    if branches:
+        return [f"captured {got['captured']}: {', '.join(branches)} not a hidden state the "
+                "drafter was trained on (a layer's branch without its residual)"]
     release = (entry.get("release") or {}).get("capture") or {}
-    if "captured" in release and release["captured"] != got["captured"]:
+    if "captured" in release and _layers(release["captured"]) != got["captured"]:
         return [f"captured hidden states {got['captured']}; the unpatched release captured "
                 f"{release['captured']} for the same SGLang-format ids"]
     return []
+
+
+def _branch_layer(label) -> int | None:
+    """``j`` for ``mlp-branch-of-layer-j`` (``capture.py``), else None."""
+    prefix = "mlp-branch-of-layer-"
+    if isinstance(label, str) and label.startswith(prefix):
+        return int(label.removeprefix(prefix))
+    return None
+
+
+def _layers(labels: list) -> list:
+    """The release's labels with a layer's branch read as the hidden state of that layer's
+    output (``j + 1``): which layers it captured, whatever tensor of them it handed on."""
+    return [
+        label if _branch_layer(label) is None else str(_branch_layer(label) + 1)
+        for label in labels
+    ]
 
 
 def is_expected_failure(case, problems: list[str]) -> bool:
