@@ -276,3 +276,20 @@ def test_the_0_5_23_report_compares_with_0_5_23_and_lists_the_helpers_run(capsys
     assert "accept length (tree / 0.5.23)" in out and "helper callers" in out
     assert "sizing sites:" not in out  # 0.5.11's site list means nothing here
     assert "parse_eagle3_draft_config <- models/llama_eagle3.py:157 LlamaModel.__init__" in out
+
+
+def test_a_served_target_must_hand_on_hidden_states_not_a_branch():
+    """0.5.23's Gemma-3 handed on each layer's MLP branch without the residual: the tree
+    passes when it captures the same layers' outputs, fails when it hands on a branch."""
+    from sglang_eagle_sizing.smoke import capture_problems
+
+    case = case_named("gemma3-eagle3-specforge-v2", cases_0_5_23.CASES)
+    release = {"capture": {"captured": [f"mlp-branch-of-layer-{i}" for i in range(3)]}}
+
+    def entry(captured):
+        return {"tree": {"capture": {"captured": captured}}, "release": release}
+
+    assert capture_problems(case, entry(["1", "2", "3"])) == []
+    assert capture_problems(case, entry(["2", "3", "4"])) != []  # other layers
+    problems = capture_problems(case, entry(release["capture"]["captured"]))
+    assert problems and "not a hidden state" in problems[0]
