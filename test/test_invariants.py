@@ -335,8 +335,9 @@ def test_the_target_captures_what_it_did_for_every_shared_eagle3_drafter(trees, 
 
 def test_the_target_captures_the_layers_a_drafter_declares_at_the_top_level(trees):
     """0.5.11 read the ids only from eagle_config: for this drafter the target captured its
-    default layers. The patched target captures the drafter's own, the ones the parser (and
-    so the workers' sizes) count."""
+    default layers. The patched target captures the hidden states the drafter names (ids at
+    the top level are output_hidden_states indices: SGLang's layer id k - 1), the ones the
+    parser (and so the workers' sizes) count."""
     from sglang_eagle_sizing.report.evaluate import load_eagle_info, load_spec_info
 
     declared = config_json(DATA / TOP_LEVEL_IDS / "draft")["eagle_aux_hidden_state_layer_ids"]
@@ -344,5 +345,6 @@ def test_the_target_captures_the_layers_a_drafter_declares_at_the_top_level(tree
     pair = load_pair(DATA / TOP_LEVEL_IDS / "draft", DATA / TOP_LEVEL_IDS / "target")
     eagle_info = load_eagle_info(trees.patched)
     assert _target_capture(trees.pristine, pair.draft, eagle_info, pair.target) == (True, None)
-    assert _target_capture(trees.patched, pair.draft, eagle_info, pair.target) == (True, declared)
+    layer_ids = [k - 1 for k in declared]
+    assert _target_capture(trees.patched, pair.draft, eagle_info, pair.target) == (True, layer_ids)
     assert load_spec_info(trees.patched).get_eagle_num_aux_hidden_states(pair.draft.hf_config) == len(declared)

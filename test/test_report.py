@@ -109,12 +109,13 @@ def test_report_reads_a_speculators_drafter_and_shows_its_fc(capsys):
 def test_report_says_which_hidden_states_each_drafter_is_handed(capsys):
     """``captured_hidden_states``: indices into transformers' output_hidden_states (0: the
     embeddings), in that one convention whatever the drafter's: SGLang's ids name the layer
-    whose output is read (hidden state id + 1), the speculators library's are the indices
-    themselves, and without ids SGLang's default, the inputs of layers [2, L // 2, L - 3]."""
+    whose output is read (hidden state id + 1), the speculators library's and those at the top
+    level of a config (vLLM's key) are the indices themselves, and without ids SGLang's default,
+    the inputs of layers [2, L // 2, L - 3]."""
     data = Path(__file__).parent / "data"
     for name, captured in (
         ("qwen3-30b-a3b__specforge-moe-draft-eagle3", [2, 24, 45]),
-        ("qwen3-30b-a3b__specforge-moe-draft-eagle3-toplevel-ids", [2, 24, 45]),
+        ("qwen3-30b-a3b__specforge-moe-draft-eagle3-toplevel-ids", [1, 23, 44]),
         ("llama3.1-8b-instruct__speculators-eagle3-4-aux-ids", [2, 10, 18, 29]),
         ("llama3.1-8b-instruct__specforge-llama3-8b-eagle3", [2, 16, 29]),
     ):
