@@ -193,9 +193,21 @@ CAPTURE_HELPERS = '''
 def get_eagle_captured_layer_ids(
     draft_hf_config, target_model_config
 ) -> Optional[List[int]]:
-    """``get_eagle_aux_hidden_state_layer_ids``, checked against the target: layer
-    ``i``'s output is captured as the input of layer ``i + 1``, so the last layer's id
-    is refused, naming the key, the ids as declared and the target's layer count."""
+    """``get_eagle_aux_hidden_state_layer_ids``, checked against the target: its class
+    must capture aux hidden states (``set_eagle3_layers_to_capture``), and layer ``i``'s
+    output is captured as the input of layer ``i + 1``, so the last layer's id is
+    refused, naming the key, the ids as declared and the target's layer count."""
+    if parse_eagle_use_aux_hidden_state(SpeculativeAlgorithm.EAGLE3, draft_hf_config):
+        from sglang.srt.model_loader.utils import get_model_architecture
+
+        # The class the loader will build (importing its module builds nothing).
+        model_cls, _ = get_model_architecture(target_model_config)
+        if not hasattr(model_cls, "set_eagle3_layers_to_capture"):
+            raise ValueError(
+                f"The target model {model_cls.__name__} does not capture EAGLE-3 aux "
+                "hidden states (no set_eagle3_layers_to_capture): "
+                "--speculative-algorithm EAGLE3 cannot serve it."
+            )
     key, layer_ids = read_eagle_aux_hidden_state_layer_ids(draft_hf_config)
     num_layers = target_model_config.num_hidden_layers
     if layer_ids is None or max(layer_ids) <= num_layers - 2:

@@ -12,7 +12,10 @@ import logging
 import unittest
 
 from sglang.test.speculative.eagle_hidden_sizing.common import NO_AUX_EAGLE3, eagle3
-from sglang.test.speculative.eagle_hidden_sizing.cpu_models import TargetCaptureTestCase
+from sglang.test.speculative.eagle_hidden_sizing.cpu_models import (
+    CAPTURE_TARGET,
+    TargetCaptureTestCase,
+)
 
 
 class TestTargetCapture(TargetCaptureTestCase):
@@ -64,6 +67,26 @@ class TestTargetCapture(TargetCaptureTestCase):
             message = str(raised.exception)
             self.assertIn(f"{key}eagle_aux_hidden_state_layer_ids=[1, 4, ", message)
             self.assertIn("a target of 8 layers", message)
+
+    def test_a_target_class_without_eagle3_capture_is_refused(self):
+        """Before any weights load; 0.5.11 loaded them, then raised AttributeError
+        (set_eagle3_layers_to_capture). Without aux hidden states it captures nothing:
+        served, as 0.5.11 did."""
+        gemma = dict(
+            CAPTURE_TARGET,
+            architectures=["Gemma3ForCausalLM"],
+            model_type="gemma3_text",
+        )
+        with self.assertRaises(ValueError) as raised:
+            self.start_target_runner(eagle3(), gemma)
+        self.assertEqual(
+            str(raised.exception),
+            "The target model Gemma3ForCausalLM does not capture EAGLE-3 aux hidden "
+            "states (no set_eagle3_layers_to_capture): --speculative-algorithm EAGLE3 "
+            "cannot serve it.",
+        )
+        runner = self.start_target_runner(NO_AUX_EAGLE3, gemma)
+        self.assertFalse(runner.eagle_use_aux_hidden_state)
 
 
 if __name__ == "__main__":
