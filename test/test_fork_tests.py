@@ -66,7 +66,7 @@ RULE_FAMILIES = (
 #: kills by behaviour where it once read source text among them), the false alarm and the
 #: benign refactor a textual guard would fail on, a site put back that changes no behaviour,
 #: and a speculators-format drafter whose
-#: ids are read as SGLang's (the hidden state after each).
+#: ids are renumbered as SGLang's (the hidden state before each).
 #: test_ci_sample_covers_every_rule_and_site_kind keeps it covering.
 CI_SAMPLE = (
     "site EAGLEWorker.forward_draft_extend_after_decode",
@@ -87,7 +87,7 @@ CI_SAMPLE = (
     "idle: v2 draft-extend input without a pointer row",
     "padded draft metadata: built for the unpadded batch",
     "PD buffers: prefill side takes the extend width without aux",
-    "speculators config: ids read as SGLang's",
+    "speculators config: ids renumbered as SGLang's",
     "not a bug: a DFLASH buffer",
     "benign: the PD condition's operands swapped",
 )

@@ -326,8 +326,9 @@ def test_the_target_captures_what_it_did_for_every_shared_eagle3_drafter(trees, 
     eagle_info = load_eagle_info(trees.patched)
     old = _target_capture(trees.pristine, pair.draft, eagle_info, pair.target)
     if name == "gemma-3-27b-it__specforge-eagle3":
-        # id 61 of 62 layers: no layer reads its output; refused before any weights load
-        with pytest.raises(ValueError, match="a target of 62 layers captures"):
+        # 0.5.11's Gemma-3 classes capture nothing (the release raises AttributeError after
+        # the weights load): refused before any weights load
+        with pytest.raises(ValueError, match="does not capture EAGLE-3 aux hidden states"):
             _target_capture(trees.patched, pair.draft, eagle_info, pair.target)
         return
     assert _target_capture(trees.patched, pair.draft, eagle_info, pair.target) == old
@@ -335,8 +336,9 @@ def test_the_target_captures_what_it_did_for_every_shared_eagle3_drafter(trees, 
 
 def test_the_target_captures_the_layers_a_drafter_declares_at_the_top_level(trees):
     """0.5.11 read the ids only from eagle_config: for this drafter the target captured its
-    default layers. The patched target captures the drafter's own, the ones the parser (and
-    so the workers' sizes) count."""
+    default layers. The patched target captures the hidden states the drafter names (ids at
+    the top level are output_hidden_states indices: SGLang's layer id k - 1), the ones the
+    parser (and so the workers' sizes) count."""
     from sglang_eagle_sizing.report.evaluate import load_eagle_info, load_spec_info
 
     declared = config_json(DATA / TOP_LEVEL_IDS / "draft")["eagle_aux_hidden_state_layer_ids"]
@@ -344,5 +346,6 @@ def test_the_target_captures_the_layers_a_drafter_declares_at_the_top_level(tree
     pair = load_pair(DATA / TOP_LEVEL_IDS / "draft", DATA / TOP_LEVEL_IDS / "target")
     eagle_info = load_eagle_info(trees.patched)
     assert _target_capture(trees.pristine, pair.draft, eagle_info, pair.target) == (True, None)
-    assert _target_capture(trees.patched, pair.draft, eagle_info, pair.target) == (True, declared)
+    layer_ids = [k - 1 for k in declared]
+    assert _target_capture(trees.patched, pair.draft, eagle_info, pair.target) == (True, layer_ids)
     assert load_spec_info(trees.patched).get_eagle_num_aux_hidden_states(pair.draft.hf_config) == len(declared)

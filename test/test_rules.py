@@ -1007,7 +1007,8 @@ def test_the_speculators_read_reads_a_config_again_only_when_autoconfig_refuses_
     for model in ("refused-drafter", "by-path-drafter"):
         config = read(model, revision="r")
         assert config.architectures == ["LlamaForCausalLMEagle3"], model
-        assert config.eagle_aux_hidden_state_layer_ids == [0, 2, 4]
+        # kept as declared: top-level ids are hidden-state indices, as the format's are
+        assert config.eagle_aux_hidden_state_layer_ids == [1, 3, 5]
         assert config._name_or_path == model
     assert len(reads) == 2  # one read each
 

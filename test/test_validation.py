@@ -61,6 +61,10 @@ def _pair_with(tmp_path, target=None, **changes):
 
 WIDE_TARGET = {"hidden_size": 5120, "num_attention_heads": 40, "head_dim": 128}
 IDS = "eagle_aux_hidden_state_layer_ids"
+TOP_LEVEL_EXPECTED = (
+    "a non-empty list of indices of the target's hidden states from 1 (0, the embeddings, "
+    "is not captured)"
+)
 
 # (case, drafter edits, target edits, key, value, expected)
 REFUSALS = [
@@ -74,10 +78,11 @@ REFUSALS = [
      "eagle_config." + IDS, [1, "x", 3], "a non-empty list of target layer indices"),
     ("negative aux layer id", {"eagle_config": {IDS: [-1, 2, 3]}}, None,
      "eagle_config." + IDS, [-1, 2, 3], "a non-empty list of target layer indices"),
+    # top-level ids are hidden-state indices (vLLM's key): 0, the embeddings, is refused
     ("malformed top-level aux layer ids", {IDS: "1,2,3"}, None,
-     IDS, "1,2,3", "a non-empty list of target layer indices"),
-    ("aux layer ids declared twice, differently", {"eagle_config": {IDS: [1, 2, 3]}, IDS: [1, 2, 4]}, None,
-     IDS, [1, 2, 4], f"the layers of eagle_config.{IDS}=[1, 2, 3]"),
+     IDS, "1,2,3", TOP_LEVEL_EXPECTED),
+    ("top-level aux layer ids naming the embeddings", {IDS: [0, 2, 4]}, None,
+     IDS, [0, 2, 4], TOP_LEVEL_EXPECTED),
     ("num_aux_hidden_states against the default layers", {"num_aux_hidden_states": 4}, None,
      "num_aux_hidden_states", 4, "3, the number of the target's default layers"),
     ("num_aux_hidden_states against the declared ids", {IDS: [1, 8, 16, 24], "num_aux_hidden_states": 3}, None,
@@ -203,9 +208,12 @@ def test_no_later_patch_takes_back_a_refusal_of_the_validation(tmp_path):
 
 
 def test_aux_layer_ids_are_read_wherever_the_drafter_declares_them(spec_info, tmp_path):
+    """eagle_config's ids are SGLang's; top-level ids (vLLM's key) are hidden-state indices,
+    SGLang's id + 1; declared in both places, eagle_config's come first (0.5.11's target read
+    eagle_config alone), whatever the top level says."""
     nested = _pair_with(tmp_path / "a", eagle_config={IDS: [1, 8, 30]}).draft.hf_config
-    top = _pair_with(tmp_path / "b", **{IDS: [1, 8, 30]}).draft.hf_config
-    both = _pair_with(tmp_path / "c", eagle_config={IDS: [1, 8, 30]}, **{IDS: [1, 8, 30]}).draft.hf_config
+    top = _pair_with(tmp_path / "b", **{IDS: [2, 9, 31]}).draft.hf_config
+    both = _pair_with(tmp_path / "c", eagle_config={IDS: [1, 8, 30]}, **{IDS: [5, 6]}).draft.hf_config
     for hf_config in (nested, top, both):
         assert spec_info.get_eagle_aux_hidden_state_layer_ids(hf_config) == [1, 8, 30]
         assert spec_info.get_eagle_num_aux_hidden_states(hf_config) == 3
@@ -221,14 +229,15 @@ PAIRS = sorted(p.name for p in DATA.iterdir() if (p / "draft").is_dir())
 def test_every_real_drafter_parses_to_the_ids_and_count_its_config_declares(
     spec_info, patched_root, name
 ):
-    """Speculators-format drafters included: the patched tree reads the format itself, whose
-    ids the speculators library counts as indices into output_hidden_states (SGLang's id of
-    the layer whose output is hidden state k is k - 1)."""
+    """Speculators-format drafters included: the patched tree reads the format itself. Its
+    ids, and any at the top level of a config, count hidden states as output_hidden_states
+    does (SGLang's id of the layer whose output is hidden state k is k - 1)."""
     config = config_json(DATA / name / "draft")
     pair = load_pair(DATA / name / "draft", DATA / name / "target", patched_root / "sglang" / "srt")
-    declared = (config.get("eagle_config") or {}).get(IDS) or config.get(IDS)
+    nested = (config.get("eagle_config") or {}).get(IDS)
+    declared = nested or config.get(IDS)
     sglang_ids = declared
-    if declared and "speculators_config" in config:
+    if declared and not nested:
         sglang_ids = [k - 1 for k in declared]
     assert spec_info.get_eagle_aux_hidden_state_layer_ids(pair.draft.hf_config) == sglang_ids
     assert spec_info.get_eagle_num_aux_hidden_states(pair.draft.hf_config) == len(declared or [0, 0, 0])
@@ -242,7 +251,7 @@ def test_default_layers_of_a_deep_enough_target_pass(eagle_info, tmp_path, num_l
     target = {"num_hidden_layers": num_layers}
     changes = {}
     if num_layers == 3:
-        changes = {IDS: [0, 1, 1]}
+        changes = {IDS: [1, 2, 2]}  # hidden states: the outputs of layers 0, 1, 1
     pair = _pair_with(tmp_path / "ids", target, **changes)
     assert eagle_info.validate_eagle_draft_config(algorithm, pair.draft, pair.target) is None
     pair = _pair_with(tmp_path / "no-aux", target, eagle_config={"use_aux_hidden_state": False})
@@ -278,11 +287,14 @@ def test_every_worker_reads_and_validates_before_it_builds_the_draft_model(patch
 
 
 def test_ids_the_target_cannot_capture_are_refused_naming_the_key_and_its_layers(
-    eagle_info, patched_root
+    eagle_info, patched_root, tmp_path
 ):
-    """gemma-3-27b's SpecForge drafter names layer 61 of its 62-layer target: no layer reads
-    its output, so no SGLang target captures it; the target refuses it before its weights
-    load. Every other shared pair's ids are captured."""
+    """An id naming the last layer's output (layer 31 of 32, hidden state 32) is captured by
+    no SGLang target: no layer reads it; the target refuses it before its weights load,
+    naming the ids as declared (hidden-state indices at the top level). gemma-3-27b's target
+    class (Gemma3ForConditionalGeneration) captures nothing in 0.5.11 (it loaded its weights,
+    then raised AttributeError): refused first, naming the class. Every other shared pair's
+    ids are captured."""
     srt = patched_root / "sglang" / "srt"
     for name in PAIRS:
         pair = load_pair(DATA / name / "draft", DATA / name / "target", srt)
@@ -291,6 +303,18 @@ def test_ids_the_target_cannot_capture_are_refused_naming_the_key_and_its_layers
             continue
         with pytest.raises(ValueError) as raised:
             eagle_info.get_eagle_captured_layer_ids(pair.draft.hf_config, pair.target)
-        message = str(raised.value)
-        assert "eagle_config.eagle_aux_hidden_state_layer_ids=[1, 29, 61]" in message
-        assert "a target of 62 layers captures; hidden state 62 is not captured" in message
+        assert str(raised.value) == (
+            "The target model Gemma3ForConditionalGeneration does not capture EAGLE-3 aux hidden "
+            "states (no set_eagle3_layers_to_capture): --speculative-algorithm EAGLE3 cannot "
+            "serve it."
+        )
+    for key, changes, expected in (
+        (f"eagle_config.{IDS}=[1, 16, 31]", {"eagle_config": {IDS: [1, 16, 31]}},
+         "a target of 32 layers captures; hidden state 32 is not captured"),
+        (f"{IDS}=[2, 17, 32]", {IDS: [2, 17, 32]},
+         "a target of 32 layers captures; index 32, after its last layer, is not captured"),
+    ):
+        pair = _pair_with(tmp_path / str(len(key)), **changes)
+        with pytest.raises(ValueError) as raised:
+            eagle_info.get_eagle_captured_layer_ids(pair.draft.hf_config, pair.target)
+        assert key in str(raised.value) and expected in str(raised.value)

@@ -129,9 +129,9 @@ def speculators_eagle3_to_llama_config(config_dict: dict, path: str = "config.js
     """The LlamaForCausalLMEagle3 config of a speculators-format EAGLE-3 drafter.
 
     The format nests the decoder layer's config under transformer_layer_config and
-    keeps the drafter's own keys at the top level: the aux layer ids (renumbered as
-    SGLang numbers them), the draft vocabulary and the norm variants llama_eagle3.py
-    reads.
+    keeps the drafter's own keys at the top level: the aux hidden-state indices (as
+    declared: the top-level key counts hidden states), the draft vocabulary and the
+    norm variants llama_eagle3.py reads.
     """
     from transformers import LlamaConfig
 
@@ -176,8 +176,8 @@ def speculators_eagle3_to_llama_config(config_dict: dict, path: str = "config.js
     layer_ids = config_dict.get("eagle_aux_hidden_state_layer_ids")
     if layer_ids is not None:
         # The format counts the target's hidden states as output_hidden_states does
-        # (0: the embeddings, k: the output of layer k - 1); SGLang's ids name the
-        # layer whose output is captured.
+        # (0: the embeddings, k: the output of layer k - 1), as the top-level key
+        # means: kept as declared.
         if not isinstance(layer_ids, list) or not all(
             isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in layer_ids
         ):
@@ -187,9 +187,7 @@ def speculators_eagle3_to_llama_config(config_dict: dict, path: str = "config.js
                 "indices of the target's hidden states from 1 (0, the embeddings, "
                 "is not captured)",
             )
-        config.eagle_aux_hidden_state_layer_ids = [i - 1 for i in layer_ids]
-        # As declared, for the start-up check to name the file's own ids.
-        config.speculators_eagle_aux_hidden_state_layer_ids = layer_ids
+        config.eagle_aux_hidden_state_layer_ids = list(layer_ids)
     for key in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"):
         setattr(config, key, bool(config_dict.get(key, False)))
     return config

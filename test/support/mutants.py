@@ -514,6 +514,28 @@ RULE_MUTATIONS = [
         lambda t: _with_body(t, "get_eagle_num_aux_hidden_states", "return 3"),
     ),
     (
+        "layer-id parser: top-level ids read as SGLang's",
+        "read_eagle_aux_hidden_state_layer_ids keeps top-level ids, hidden-state indices, "
+        "as they are: the target captures the hidden state after each",
+        lambda t: _replace_in_function(
+            t,
+            "read_eagle_aux_hidden_state_layer_ids",
+            "return key, [i - first for i in layer_ids]",
+            "return key, list(layer_ids)",
+        ),
+    ),
+    (
+        "layer-id parser: the top level first",
+        "read_eagle_aux_hidden_state_layer_ids serves the top-level ids of a drafter that "
+        "declares ids in eagle_config too (0.5.11 served eagle_config's)",
+        lambda t: _replace_in_function(
+            t,
+            "read_eagle_aux_hidden_state_layer_ids",
+            "    ):\n        if layer_ids is None:",
+            "    )[::-1]:\n        if layer_ids is None:",
+        ),
+    ),
+    (
         "runner resolution: model_runner only",
         "get_draft_runner returns worker.model_runner (v2 draft workers have none)",
         lambda t: _with_body(t, "get_draft_runner", "return worker.model_runner"),
@@ -932,27 +954,16 @@ PATH_MUTATIONS = [
         ),
     ),
     (
-        "speculators config: ids read as SGLang's",
-        "speculators_eagle3_to_llama_config keeps the format's ids, hidden-state indices, "
-        "as they are: the target captures the hidden state after each (SGLang's + 1)",
+        "speculators config: ids renumbered as SGLang's",
+        "speculators_eagle3_to_llama_config writes the format's ids minus 1 at the top "
+        "level, where ids are hidden-state indices: the target captures the hidden state "
+        "before each",
         "utils/hf_transformers/config.py",
         lambda t: _replace_in_function(
             t,
             "speculators_eagle3_to_llama_config",
-            "[i - 1 for i in layer_ids]",
-            "list(layer_ids)",
-        ),
-    ),
-    (
-        "speculators config: a refused id named as SGLang's",
-        "speculators_eagle3_to_llama_config keeps no copy of the format's ids: the start-up "
-        "check names the converted ids (k - 1), not the ones in the file",
-        "utils/hf_transformers/config.py",
-        lambda t: _replace_in_function(
-            t,
-            "speculators_eagle3_to_llama_config",
-            "config.speculators_eagle_aux_hidden_state_layer_ids = layer_ids",
-            "pass",
+            "config.eagle_aux_hidden_state_layer_ids = list(layer_ids)",
+            "config.eagle_aux_hidden_state_layer_ids = [i - 1 for i in layer_ids]",
         ),
     ),
 ]

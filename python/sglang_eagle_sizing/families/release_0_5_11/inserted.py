@@ -114,19 +114,28 @@ def read_eagle_aux_hidden_state_layer_ids(
     draft_hf_config,
 ) -> Tuple[Optional[str], Optional[List[int]]]:
     """(the key that declares them, the target layers the drafter names for EAGLE-3 to
-    capture), from ``eagle_config`` or the top level of the config (both must agree);
-    (None, None): the target's default layers."""
-    declared = []
-    for key, layer_ids in (
+    capture); (None, None): the target's default layers.
+
+    ``eagle_config``'s ids are SGLang's: id ``i`` names layer ``i``'s output. Ids at
+    the top level of the config (vLLM's key) index the target's hidden states as
+    transformers' ``output_hidden_states`` does (0: the embeddings, ``k``: the output
+    of layer ``k - 1``), i.e. layer ``k - 1``. ``eagle_config``'s come first.
+    """
+    for key, layer_ids, first, expected in (
         (
             "eagle_config.eagle_aux_hidden_state_layer_ids",
             _get_eagle_config_value(
                 draft_hf_config, "eagle_aux_hidden_state_layer_ids", None
             ),
+            0,
+            "a non-empty list of target layer indices",
         ),
         (
             "eagle_aux_hidden_state_layer_ids",
             getattr(draft_hf_config, "eagle_aux_hidden_state_layer_ids", None),
+            1,
+            "a non-empty list of indices of the target's hidden states from 1 "
+            "(0, the embeddings, is not captured)",
         ),
     ):
         if layer_ids is None:
@@ -135,26 +144,13 @@ def read_eagle_aux_hidden_state_layer_ids(
             not isinstance(layer_ids, (list, tuple))
             or not layer_ids
             or not all(
-                isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                isinstance(i, int) and not isinstance(i, bool) and i >= first
                 for i in layer_ids
             )
         ):
-            raise invalid_eagle_draft_config(
-                draft_hf_config,
-                key,
-                layer_ids,
-                "a non-empty list of target layer indices",
-            )
-        declared.append((key, list(layer_ids)))
-    if len(declared) == 2 and declared[0][1] != declared[1][1]:
-        (nested_key, nested_ids), (key, layer_ids) = declared
-        raise invalid_eagle_draft_config(
-            draft_hf_config,
-            key,
-            layer_ids,
-            f"the layers of {nested_key}={nested_ids!r}",
-        )
-    return declared[0] if declared else (None, None)
+            raise invalid_eagle_draft_config(draft_hf_config, key, layer_ids, expected)
+        return key, [i - first for i in layer_ids]
+    return None, None
 
 
 def get_eagle_aux_hidden_state_layer_ids(draft_hf_config) -> Optional[List[int]]:
@@ -197,50 +193,47 @@ CAPTURE_HELPERS = '''
 def get_eagle_captured_layer_ids(
     draft_hf_config, target_model_config
 ) -> Optional[List[int]]:
-    """``get_eagle_aux_hidden_state_layer_ids``, checked against the target: layer
-    ``i``'s output is captured as the input of layer ``i + 1``, so the last layer's id
-    is refused, naming the key and the target's layer count."""
+    """``get_eagle_aux_hidden_state_layer_ids``, checked against the target: its class
+    must capture aux hidden states (``set_eagle3_layers_to_capture``), and layer ``i``'s
+    output is captured as the input of layer ``i + 1``, so the last layer's id is
+    refused, naming the key, the ids as declared and the target's layer count."""
+    if parse_eagle_use_aux_hidden_state(SpeculativeAlgorithm.EAGLE3, draft_hf_config):
+        from sglang.srt.model_loader.utils import get_model_architecture
+
+        # The class the loader will build (importing its module builds nothing).
+        model_cls, _ = get_model_architecture(target_model_config)
+        if not hasattr(model_cls, "set_eagle3_layers_to_capture"):
+            raise ValueError(
+                f"The target model {model_cls.__name__} does not capture EAGLE-3 aux "
+                "hidden states (no set_eagle3_layers_to_capture): "
+                "--speculative-algorithm EAGLE3 cannot serve it."
+            )
     key, layer_ids = read_eagle_aux_hidden_state_layer_ids(draft_hf_config)
     num_layers = target_model_config.num_hidden_layers
-    if layer_ids is not None and max(layer_ids) > num_layers - 2:
-        target_path = getattr(target_model_config, "model_path", None) or "<unknown>"
+    if layer_ids is None or max(layer_ids) <= num_layers - 2:
+        return layer_ids
+    target_path = getattr(target_model_config, "model_path", None) or "<unknown>"
+    if key == "eagle_aux_hidden_state_layer_ids":
+        # Top-level ids count hidden states, not layers: named as declared.
         raise invalid_eagle_draft_config(
             draft_hf_config,
             key,
-            layer_ids,
-            f"layer ids 0 to {num_layers - 2}, whose outputs (hidden states 1 to "
-            f"{num_layers - 1}) a target of {num_layers} layers captures; hidden "
-            f"state {max(layer_ids) + 1} is not captured",
+            [i + 1 for i in layer_ids],
+            f"hidden-state indices 1 to {num_layers - 1}, which a target of "
+            f"{num_layers} layers captures; index {max(layer_ids) + 1}, after its "
+            "last layer, is not captured",
             target_path,
         )
-    return layer_ids
+    raise invalid_eagle_draft_config(
+        draft_hf_config,
+        key,
+        layer_ids,
+        f"layer ids 0 to {num_layers - 2}, whose outputs (hidden states 1 to "
+        f"{num_layers - 1}) a target of {num_layers} layers captures; hidden "
+        f"state {max(layer_ids) + 1} is not captured",
+        target_path,
+    )
 '''
-
-#: With the speculators format (the ``speculators-format`` concern): ``CAPTURE_HELPERS``'
-#: refusal of an id past the target's layers names the ids the speculators config declares,
-#: in its own numbering (``speculators_eagle3_to_llama_config`` keeps them beside SGLang's).
-SPECULATORS_CAPTURE_CHECK = (
-    """        target_path = getattr(target_model_config, "model_path", None) or "<unknown>"
-        raise invalid_eagle_draft_config(
-""",
-    '''        target_path = getattr(target_model_config, "model_path", None) or "<unknown>"
-        declared = getattr(
-            draft_hf_config, "speculators_eagle_aux_hidden_state_layer_ids", None
-        )
-        if declared is not None:
-            # A speculators config counts hidden states, not layers: name its own ids.
-            raise invalid_eagle_draft_config(
-                draft_hf_config,
-                key,
-                declared,
-                f"hidden-state indices 1 to {num_layers - 1}, which a target of "
-                f"{num_layers} layers captures; index {num_layers}, after its last "
-                "layer, is not captured",
-                target_path,
-            )
-        raise invalid_eagle_draft_config(
-''',
-)
 
 _VALIDATION_HEAD = '''
 def validate_eagle_draft_config(

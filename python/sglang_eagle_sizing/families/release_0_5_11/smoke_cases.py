@@ -56,9 +56,11 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         "eagle3-toplevel-ids-v1",
-        "EAGLE-3 drafter declaring eagle_aux_hidden_state_layer_ids at the top level",
+        "EAGLE-3 drafter declaring eagle_aux_hidden_state_layer_ids at the top level "
+        "(vLLM's key: hidden-state indices [1, 2, 3], the outputs of layers 0, 1, 2); "
+        "unpatched 0.5.11's capture ignores them",
         "EAGLE3",
-        DrafterSpec(kind="eagle3", aux_layer_ids=(0, 1, 2), ids_at="top"),
+        DrafterSpec(kind="eagle3", aux_layer_ids=(1, 2, 3), ids_at="top"),
         CHAIN + V1,
     ),
     Case(

@@ -17,7 +17,6 @@ from sglang_eagle_sizing.families.release_0_5_11.concerns import (
     DTYPE,
     EXTEND_WIDTH,
     ROUTING,
-    SPECULATORS_FORMAT,
     TARGET_CAPTURE,
     VALIDATION,
 )
@@ -27,7 +26,6 @@ from sglang_eagle_sizing.families.release_0_5_11.sites import (
     ExtendPhase,
 )
 from sglang_eagle_sizing.syntax import statements
-from sglang_eagle_sizing.texts import rewritten
 
 #: Whether the release's ``ModelConfig`` has ``spec_hidden_size`` (0.5.11 does; 0.5.9 and
 #: 0.5.10 do not, and read the width through ``inserted.SPEC_HIDDEN_SIZE_HELPER``).
@@ -57,10 +55,6 @@ def enabled_helpers() -> str:
     pieces = dict(inserted.HELPERS_BY_CONCERN)
     if not _HAS_SPEC_HIDDEN_SIZE.get() and enabled(ROUTING):
         pieces[ROUTING] += inserted.SPEC_HIDDEN_SIZE_HELPER
-    if enabled(SPECULATORS_FORMAT):
-        pieces[TARGET_CAPTURE] = rewritten(
-            pieces[TARGET_CAPTURE], inserted.SPECULATORS_CAPTURE_CHECK
-        )
     return "".join(source for concern, source in pieces.items() if enabled(concern))
 
 CLASSMETHOD_NAMES = ("hidden_size_for", "dtype_for")

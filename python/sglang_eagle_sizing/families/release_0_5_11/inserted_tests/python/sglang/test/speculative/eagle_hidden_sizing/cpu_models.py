@@ -123,10 +123,13 @@ class TargetCaptureTestCase(CustomTestCase):
     def tearDownClass(cls):
         cls.folders.cleanup()
 
-    def start_target_runner(self, draft: dict) -> ModelRunner:
-        server_args = make_server_args(
-            self.target_path, self.folders.write(draft), "EAGLE3"
-        )
+    def start_target_runner(
+        self, draft: dict, target: Optional[dict] = None
+    ) -> ModelRunner:
+        """The target ModelRunner's ``__init__``, run up to what follows the capture;
+        ``target``: another target config than ``CAPTURE_TARGET``."""
+        target_path = self.folders.write(target) if target else self.target_path
+        server_args = make_server_args(target_path, self.folders.write(draft), "EAGLE3")
         runner = ModelRunner.__new__(ModelRunner)
 
         def stop(self):

@@ -53,45 +53,33 @@ class TestEagleConfigParser(EagleConfigParserTestCase):
                 )
                 self.assertEqual(get_eagle_num_aux_hidden_states(hf_config), num_aux)
 
-    def test_layer_ids_at_the_top_level(self):
+    def test_top_level_ids_are_hidden_state_indices(self):
+        """Ids at the top level are vLLM's key: indices into the target's hidden states
+        as transformers' output_hidden_states counts them (k: the output of layer
+        k - 1), so SGLang's layer id k - 1."""
         cases = [
-            ("top level only", {"eagle_aux_hidden_state_layer_ids": [1, 23, 44]}, 3),
-            ("two at the top level", {"eagle_aux_hidden_state_layer_ids": [1, 44]}, 2),
-            (
-                "both places, the same layers",
-                {
-                    "eagle_aux_hidden_state_layer_ids": [2, 30],
-                    "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30]},
-                },
-                2,
-            ),
+            ("three", [2, 24, 45], [1, 23, 44]),
+            ("two", [1, 44], [0, 43]),
         ]
-        for name, changes, num_aux in cases:
+        for name, indices, layer_ids in cases:
             with self.subTest(name):
-                hf_config = self.hf_config(**changes)
+                hf_config = self.hf_config(eagle_aux_hidden_state_layer_ids=indices)
                 self.assertEqual(
-                    get_eagle_aux_hidden_state_layer_ids(hf_config),
-                    changes["eagle_aux_hidden_state_layer_ids"],
+                    get_eagle_aux_hidden_state_layer_ids(hf_config), layer_ids
                 )
-                self.assertEqual(get_eagle_num_aux_hidden_states(hf_config), num_aux)
+                self.assertEqual(
+                    get_eagle_num_aux_hidden_states(hf_config), len(indices)
+                )
 
-    def test_layer_ids_declared_twice_must_agree(self):
+    def test_eagle_config_comes_first(self):
+        """Declared in both places, eagle_config's ids are served (0.5.11's target, its
+        draft-extend buffers and fc read eagle_config alone); nothing is refused."""
         hf_config = self.hf_config(
-            eagle_aux_hidden_state_layer_ids=[1, 44],
+            eagle_aux_hidden_state_layer_ids=[2, 45],
             eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 23, 44]},
         )
-        for function in (
-            get_eagle_aux_hidden_state_layer_ids,
-            get_eagle_num_aux_hidden_states,
-        ):
-            with self.subTest(function=function.__name__):
-                message = self.assert_refused(
-                    lambda: function(hf_config),
-                    "eagle_aux_hidden_state_layer_ids",
-                    [1, 44],
-                    hf_config,
-                )
-                self.assertIn("[1, 23, 44]", message)
+        self.assertEqual(get_eagle_aux_hidden_state_layer_ids(hf_config), [1, 23, 44])
+        self.assertEqual(get_eagle_num_aux_hidden_states(hf_config), 3)
 
     def test_num_aux_hidden_states_must_count_the_layers(self):
         cases = [
@@ -158,6 +146,22 @@ class TestEagleConfigParser(EagleConfigParserTestCase):
                         self.assert_refused(
                             lambda: function(hf_config), key, value, hf_config
                         )
+
+    def test_top_level_index_0_is_refused(self):
+        """Hidden state 0 is the embeddings, which no target captures; in eagle_config
+        0 is layer 0's output."""
+        hf_config = self.hf_config(eagle_aux_hidden_state_layer_ids=[0, 2, 4])
+        message = self.assert_refused(
+            lambda: get_eagle_aux_hidden_state_layer_ids(hf_config),
+            "eagle_aux_hidden_state_layer_ids",
+            [0, 2, 4],
+            hf_config,
+        )
+        self.assertIn("0, the embeddings, is not captured", message)
+        hf_config = self.hf_config(
+            eagle_config={"eagle_aux_hidden_state_layer_ids": [0, 2, 4]}
+        )
+        self.assertEqual(get_eagle_aux_hidden_state_layer_ids(hf_config), [0, 2, 4])
 
 
 if __name__ == "__main__":
