@@ -184,9 +184,9 @@ MUTANTS = (
         _edit(CONFIG, r' or "model_type" in config_dict', ""),
     ),
     Mutant(
-        "speculators format: ids read from the converted layer ids (off by one)",
+        "speculators format: the ids converted as SGLang counts layers (off by one)",
         TESTS + "test_eagle3_speculators_format.py",
-        _edit(PARSER, r'draft_hf_config, "speculators_eagle_aux_hidden_state_layer_ids", None', 'draft_hf_config, "speculators_ids_not_read", None'),
+        _edit(CONFIG, r"config\.eagle_aux_hidden_state_layer_ids = list\(layer_ids\)", "config.eagle_aux_hidden_state_layer_ids = [i - 1 for i in layer_ids]"),
     ),
     Mutant(
         "speculators format: the ids given to DeepSeek's rule unchanged",

@@ -355,24 +355,6 @@ HIDDEN_STATE_INDICES_CAPTURED = (
 """,
 )
 
-#: The ``speculators-eagle3`` concern: a speculators drafter's ids are hidden-state indices
-#: too; its converted config keeps them as ``speculators_eagle_aux_hidden_state_layer_ids``.
-SPECULATORS_INDICES_PARSED = (
-    """    indices = None
-    if layer_ids is None:
-        indices = getattr(draft_hf_config, _LAYER_IDS_KEY, None)
-""",
-    """    # A speculators drafter's ids, as its converted config keeps them.
-    indices = getattr(
-        draft_hf_config, "speculators_eagle_aux_hidden_state_layer_ids", None
-    )
-    if indices is not None:
-        layer_ids = None
-    elif layer_ids is None:
-        indices = getattr(draft_hf_config, _LAYER_IDS_KEY, None)
-""",
-)
-
 #: Before ``HfModelConfigParser`` in ``utils/hf_transformers/config.py`` (the
 #: ``speculators-eagle3`` concern), in the idiom of ``_try_load_longcat_config`` and
 #: ``_try_load_raw_mamba_config``: read before ``AutoConfig``, ``None`` for another format.

@@ -22,7 +22,6 @@ from sglang_eagle_sizing.families.release_0_5_23.inserted import (
     HIDDEN_STATE_INDICES_FIELD,
     HIDDEN_STATE_INDICES_PARSED,
     HIDDEN_STATE_INDICES_RETURNED,
-    SPECULATORS_INDICES_PARSED,
 )
 from sglang_eagle_sizing.texts import rewritten
 
@@ -180,7 +179,6 @@ NEW_MODULES = {
         (concerns.TOP_LEVEL_LAYER_IDS, HIDDEN_STATE_INDICES_RETURNED),
         (concerns.TOP_LEVEL_LAYER_IDS, HIDDEN_STATE_INDICES_CHECKED),
         (concerns.TOP_LEVEL_LAYER_IDS, HIDDEN_STATE_INDICES_CAPTURED),
-        (concerns.SPECULATORS_EAGLE3, SPECULATORS_INDICES_PARSED),
     )
 }
 

@@ -1,6 +1,6 @@
 """``speculators-eagle3``: a speculators-format EAGLE-3 drafter's config is read as the
-``LlamaForCausalLMEagle3`` config it describes (its layer ids, hidden-state indices, reach the
-capture through the parser: ``inserted.SPECULATORS_INDICES_PARSED``).
+``LlamaForCausalLMEagle3`` config it describes (its layer ids, hidden-state indices, kept at
+the top level, where the parser reads them as such: ``top-level-layer-ids``).
 """
 
 from __future__ import annotations
