@@ -181,9 +181,13 @@ def _readable(folder: str, scratch: str, name: str) -> tuple[str, list[str]]:
         derived = _model_type_for(architecture)
         if derived is not None:
             config["model_type"] = derived
+            given = (
+                "no model_type"
+                if model_type is None
+                else f"model_type {model_type!r} (transformers does not know it)"
+            )
             notes.append(
-                f"{config_path}: model_type {model_type!r} -> {derived!r} (from architecture "
-                f"{architecture}; transformers does not know {model_type!r})"
+                f"{config_path}: {given} -> {derived!r} (from architecture {architecture})"
             )
     if not notes:
         return folder, []
