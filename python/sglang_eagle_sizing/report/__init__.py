@@ -1,8 +1,10 @@
 """``sglang-eagle-sizing report``: what every sizing site computes for a drafter/target pair.
 
-Per phase, the width and dtype of every site each worker kind reaches, the bytes of each
-CUDA-graph buffer at SGLang's default server settings, side by side with what pristine 0.5.11
-computes at the same site; sites where 0.5.11 differs are marked. Both columns come from the
+First the tree judged (its release and path, patched or released), then per tree what serving
+the pair does and the target class's capture rule (``serving.py``); per phase, the width and
+dtype of every site each worker kind reaches, the bytes of each CUDA-graph buffer at SGLang's
+default server settings, side by side with what pristine 0.5.11 computes at the same site;
+sites where 0.5.11 differs are marked. Both columns come from the
 trees' own code (``evaluate.py``): the patched one (the installed tree if patched, else the
 patch applied in memory) and the pristine one (the installed tree if unpatched, else the
 originals ``apply`` saved, else the release wheel from PyPI).

@@ -25,7 +25,7 @@ from sglang_eagle_sizing.tree import SglangTree, TreeError
 
 HELP = (
     "print, for a drafter/target pair, what serving it does on the patched and the released "
-    "tree, the target class's capture rule, and every site's width and dtype"
+    "tree, the target class's capture rule (EAGLE-3), and every site's width and dtype"
 )
 
 
@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DATA_DIR",
         type=Path,
         help="print, as Markdown, every config of the pairs under DATA_DIR where 0.5.11's "
-        "sites disagree (the source of docs/disagreements.md)",
+        "sites disagree (the source of docs/disagreements.md; 0.5.9-0.5.11 trees only)",
     )
 
 
