@@ -479,3 +479,29 @@ def test_a_class_that_declares_its_rule_is_asked_before_anything_is_built():
     )
     # a released tree's class is never read as declaring
     assert serving.capture_rule(_side(declared=declared), patched=False)["kind"] == "released"
+
+
+def test_from_another_checkout_it_says_the_installed_tree_was_judged(
+    tmp_path, monkeypatch, capsys
+):
+    """Run from an SGLang checkout without --sglang: a note names the installed tree it
+    judged; a pair it stops on still gets the first line before the one error line."""
+    from sglang_eagle_sizing.report import command
+    from sglang_eagle_sizing.tree import SglangTree
+
+    (tmp_path / "python" / "sglang" / "srt").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+
+    def refused(*args):
+        raise ValueError("Invalid num_aux_hidden_states=2 in the draft model config")
+
+    monkeypatch.setattr(command, "build", refused)
+    assert main(["report", str(PAIR / "draft"), str(PAIR / "target")]) == 2
+    captured = capsys.readouterr()
+    installed = SglangTree.locate(None)
+    assert captured.err.splitlines() == [
+        f"note: judged the installed sglang ({installed.describe()}), not the checkout here; "
+        "--sglang . judges the checkout",
+        "error: Invalid num_aux_hidden_states=2 in the draft model config",
+    ]
+    assert captured.out == f"report: {installed.describe()} (released)\n"
