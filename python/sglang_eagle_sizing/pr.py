@@ -277,11 +277,11 @@ _BOX = re.compile(r"^- \[([ x])\] (.*)$")
 
 def checklist(written) -> list[str]:
     """The template's checklist once, for the whole series: a box is ticked when every patch
-    ticks it; what a patch says after a box (its test file, why not needed) is kept under the
-    box, by patch number."""
+    ticks it; what patches say after a box (their test files, why not needed) is kept under
+    it, by patch number, once per distinct note ("above" in a note: the commit's message)."""
     from sglang_eagle_sizing.series import CHECKLIST
 
-    boxes: list[tuple[str, list[bool], list[str]]] = []
+    boxes: list[tuple[str, list[bool], dict[str, list[int]]]] = []
     for number, patch in enumerate(written, start=1):
         section = patch.body.split(f"\n{CHECKLIST}\n", 1)
         if len(section) < 2:
@@ -291,16 +291,22 @@ def checklist(written) -> list[str]:
             text, _, note = match.group(2).partition("): ")
             text = text + ")" if note else text
             if index == len(boxes):
-                boxes.append((text, [], []))
+                boxes.append((text, [], {}))
             boxes[index][1].append(match.group(1) == "x")
             if note:
-                boxes[index][2].append(f"  - {number}: {note}")
+                note = note.replace("(above)", "(see the commit's message)")
+                boxes[index][2].setdefault(note, []).append(number)
     if not boxes:
         return []
     out = [CHECKLIST, ""]
     for text, ticks, notes in boxes:
-        out.append(f"- [{'x' if all(ticks) else ' '}] {text}")
-        out.extend(notes)
+        box = f"- [{'x' if all(ticks) else ' '}] {text}"
+        if len(notes) == 1 and len(next(iter(notes.values()))) == len(written):
+            out.append(f"{box}: {next(iter(notes))}")  # every patch says the same
+            continue
+        out.append(box)
+        for note, numbers in notes.items():
+            out.append(f"  - {', '.join(map(str, numbers))}: {note}")
     return out
 
 
