@@ -1,6 +1,7 @@
-"""``report --sglang PATH`` on a tree of the 0.5.23 family: every site's width and dtype, the
-draft model's dtype and the hidden states the target captures, as the patched tree computes
-them, next to the unpatched release's.
+"""``report`` on a tree of the 0.5.23 family: every site's width and dtype, the draft model's
+dtype and the hidden states the target captures, as the patched tree computes them, next to
+the unpatched release's; from these, per tree, the target class's capture rule and what serving
+does (``serving.py``).
 
 0.5.23's sites take their values from upstream's helpers and from the drafter's ``fc``
 (docs/release-0.5.23.md, section 2b), so each tree is asked, in its own environment
