@@ -1,8 +1,9 @@
 """The 0.5.9-0.5.11 patches' descriptions (``descriptions/<concern>.md``) against the code:
 in the sections of SGLang's pull-request template; the test commands, test files and test
 classes each names are the ones its patch adds (so a renamed or moved test cannot leave a
-description behind); an accuracy section, saying once that no GPU ran, exactly where a patch
-changes model-side code; nothing of this tool, its docs or a machine's paths."""
+description behind); an accuracy section in each, saying once that no GPU ran; nothing of this
+tool, its docs or a machine's paths. Of both families' series: every subject under 72
+characters, and each commit's message the description without its checklist."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ SECTIONS = (
     "## Motivation",
     "## Modifications",
     "### Tests",
+    "## Accuracy Tests",
     "## Benchmark & Profiling",
     "## Checklist",
 )
@@ -137,18 +139,58 @@ def test_the_test_classes_named_are_in_the_patchs_test_files(concern):
         assert not method or method in defined[cls], (concern, cls, method)
 
 
-def test_accuracy_exactly_where_model_side_code_changes():
+def _section(body: str, heading: str) -> str:
+    return body.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+@pytest.mark.parametrize("concern", concerns_0_5_11.ORDER)
+def test_each_accuracy_section_says_what_ran_and_that_no_gpu_did(concern):
+    """As 0.5.23's: what was served or run on the CPU, and once that no GPU was used; where
+    the patch changes model-side code, that neither CUDA graphs nor kernels ran."""
     model_side = {
         c
         for rule in RULES
         for c in rule.concerns
         if any(f.startswith(MODEL_SIDE) for f in (rule.files or ()))
     }
-    with_accuracy = {p.concern for p in BEFORE_REFACTOR.patches(gpu_test=True) if "\n### Accuracy\n" in p.body}
-    assert with_accuracy == model_side
-    for concern in with_accuracy:
-        accuracy = (
-            _patch(concern).body.split("\n### Accuracy\n", 1)[1].split("\n## ", 1)[0]
-        )
-        assert accuracy.count("No GPU was used") == 1, concern
+    accuracy = " ".join(_section(_patch(concern).body, "## Accuracy Tests").split())
+    assert accuracy.count("No GPU was used") == 1, concern
+    if concern in model_side:
         assert "CUDA graphs and kernels were not run" in accuracy, concern
+
+
+def _both_series():
+    from sglang_eagle_sizing.families import AFTER_REFACTOR
+
+    return [
+        (family.name, patch)
+        for family in (BEFORE_REFACTOR, AFTER_REFACTOR)
+        for patch in family.patches(gpu_test=True)
+    ]
+
+
+def test_every_subject_of_both_series_is_under_72_characters():
+    """git's and SGLang's reviewers' limit for a commit subject (``git am`` keeps it as the
+    commit's first line)."""
+    long = [
+        f"{family} {patch.concern}: {len(patch.subject)} characters"
+        for family, patch in _both_series()
+        if len(patch.subject) >= 72
+    ]
+    assert long == [], long
+
+
+def test_each_commit_message_is_the_description_without_its_checklist():
+    """The checklist is the pull request's (``pr`` prints it once); a commit keeps the
+    template's other sections, in order."""
+    for family, patch in _both_series():
+        message = patch.message
+        assert series.CHECKLIST not in message, (family, patch.concern)
+        assert patch.body.startswith(message.rstrip()), (family, patch.concern)
+        headings = re.findall(r"^## (.+)$", message, re.M)
+        assert headings[0] == "Motivation" and "Accuracy Tests" in headings, (
+            family,
+            patch.concern,
+            headings,
+        )
+        assert headings[-1] != "Checklist", (family, patch.concern)

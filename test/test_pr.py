@@ -1,5 +1,6 @@
 """``pr``: the cover letter (the table of sites from the site list and the lines the rules
-find, the descriptions of the series, the files with their line counts), under 60,000
+find, one line per patch of the series, the checklist once, the files with their line
+counts), under 60,000
 characters so that it fits a pull request's description; with ``--diff`` followed by the same
 diff ``diff`` prints; the tree is left as it
 was; on a checkout already patched, the same change against its release tag; on a checkout
@@ -22,7 +23,7 @@ from sglang_eagle_sizing.patch import SITE_LABELS, check_tree
 from sglang_eagle_sizing.tree import SglangTree
 from sglang_eagle_sizing.families import BEFORE_REFACTOR
 
-SECTIONS = ("## Sites", "## The series", "## The diff")
+SECTIONS = ("## Sites", "## The series", "## Checklist", "## The diff")
 FOREIGN = re.compile(r"sglang-eagle-sizing|sglang_eagle_sizing|docs/[a-z-]+\.md|sites-0\.5\.11|/work/")
 
 
@@ -105,10 +106,17 @@ def test_every_site_is_listed_with_the_lines_check_finds(printed, release):
             assert site.note in description
 
 
-def test_the_series_is_described_in_order_in_sglangs_terms(printed):
+def test_the_series_is_an_index_of_its_patches_in_sglangs_terms(printed):
+    """One line per patch, its subject, in order; the descriptions are the commits' messages,
+    not repeated here; the template's checklist once."""
     description = _description(printed)
-    positions = [description.find(f". {p.subject}\n") for p in BEFORE_REFACTOR.patches()]
-    assert -1 not in positions and positions == sorted(positions)
+    patches = BEFORE_REFACTOR.patches()
+    index = description.split("\n## The series\n\n", 1)[1].split("\n\n", 1)[0]
+    assert index.splitlines() == [f"{n}. {p.subject}" for n, p in enumerate(patches, start=1)]
+    for patch in patches:
+        motivation = patch.body.split("## Motivation\n\n", 1)[1].split("\n\n", 1)[0]
+        assert motivation not in description, patch.concern
+    assert description.count("## Checklist") == 1 and "## Motivation" not in description
     assert printed.startswith("# [Spec] ")
     assert not FOREIGN.search(description), FOREIGN.search(description).group(0)
 

@@ -315,12 +315,14 @@ def test_the_series_table_in_the_docs_is_the_series(tmp_path):
     assert all(int(row.split(" | ")[2]) <= 250 for row in documented), documented
 
 
-def test_pr_describes_every_patch_of_the_series(fork):
+def test_pr_lists_every_patch_of_the_series_once(fork):
     code, out, err = run("pr", str(fork))
     assert code == 0, err
 
-    for number, patch in enumerate(families.AFTER_REFACTOR.patches(), start=1):
-        assert f"## {number}. {patch.subject}\n" in out
+    patches = families.AFTER_REFACTOR.patches()
+    index = out.split("\n## The series\n\n", 1)[1].split("\n\n", 1)[0]
+    assert index.splitlines() == [f"{n}. {p.subject}" for n, p in enumerate(patches, start=1)]
+    assert out.count("## Checklist") == 1 and "## Motivation" not in out
     assert git_status(fork) == []
 
 
@@ -369,9 +371,37 @@ def test_report_gives_every_site_as_patched_next_to_0_5_23(fork, tmp_path):
 
     code, out, err = run("report", "--sglang", str(fork), str(draft), str(PAIR / "target"))
     assert code == 0, err
-    assert "target captures hidden states: [2, 11, 21, 29]   0.5.23: ! [2, 16, 29]" in out
+    lines = out.splitlines()
+    # the release and the tree it judged by, first
+    assert lines[0] == f"report: {SglangTree.locate(fork).describe()} (released)"
+    assert _verdicts(out) == {
+        "patched": "serves (the draft model built in the target's bfloat16, not its config's "
+        "float16; one log line)",
+        "released": "fails at the first request in fc (the draft model built in its config's "
+        "float16 reads the target's bfloat16 hidden states: BFloat16 != Half)",
+    }
+    rules = {line.split(":", 1)[0].strip(): line for line in lines if " -> hidden states " in line}
+    assert rules["patched"].endswith("layer ids [1, 10, 20, 28] -> hidden states [2, 11, 21, 29]")
+    assert rules["released"].startswith(
+        "  released: released (the class's method on a stand-in): "
+        "LlamaForCausalLM.set_eagle3_layers_to_capture"
+    )
+    assert rules["released"].endswith(
+        "layer ids none (the class's default layers) -> hidden states [2, 16, 29]"
+    )
     assert "LlamaModel.__init__ (drafter fc in-features)" in out
-    assert out.endswith("10 site values differ from 0.5.23 (marked !)\n")
+    assert "None" not in out
+    assert out.endswith("10 site values differ between patched and released (marked !)\n")
+
+
+def _verdicts(out: str) -> dict[str, str]:
+    """{"patched": ..., "released": ...}: the two lines under ``serving (--dtype auto):``."""
+    lines = out.splitlines()
+    start = lines.index("serving (--dtype auto):")
+    return {
+        side.strip(): verdict.strip()
+        for side, _, verdict in (line.partition(":") for line in lines[start + 1 : start + 3])
+    }
 
 
 SPECULATORS = ROOT / "test" / "data" / "llama3.1-8b-instruct__speculators-eagle3-4-aux-ids"
@@ -403,13 +433,26 @@ def test_report_a_speculators_drafter_on_deepseek_captures_the_states_its_ids_na
 
 
 def test_report_on_a_patched_tree_reads_0_5_23_from_what_apply_saved(fork):
+    """The patched tree's target class says its rule (``get_eagle3_layers_to_capture``) or is
+    named undeclared, keeping the release's; the release's is its method on a stand-in."""
     assert run("apply", str(fork))[0] == 0
     report = _report_json(fork, PAIR / "draft")
+    assert report["tree"]["patched"] is True
     assert "(saved by apply)" in report["pristine_source"]
     assert report["patched"]["draft_dtype"] == "torch.bfloat16"
     assert report["pristine"]["draft_dtype"] == "torch.float16"
     captured = [report[tree]["captured_hidden_states"] for tree in ("patched", "pristine")]
     assert captured == [[2, 16, 29], [2, 16, 29]]
+    rule = report["patched"]["capture_rule"]
+    assert rule["kind"] in ("declared", "undeclared"), rule
+    if rule["kind"] == "declared":  # the class's declaration, what its method captures
+        assert rule["method"].endswith(".get_eagle3_layers_to_capture"), rule
+        assert rule["captured_hidden_states"] == [2, 16, 29], rule
+    else:
+        assert rule["method"] == "LlamaForCausalLM.set_eagle3_layers_to_capture", rule
+    assert report["pristine"]["capture_rule"]["kind"] == "released"
+    assert report["patched"]["verdict"].startswith("serves")
+    assert report["pristine"]["verdict"].startswith("fails at the first request in fc (")
 
 
 def test_report_refuses_a_drafter_the_patched_tree_refuses(fork, tmp_path):
@@ -420,8 +463,38 @@ def test_report_refuses_a_drafter_the_patched_tree_refuses(fork, tmp_path):
         json.dumps({**config, "eagle_aux_hidden_state_layer_ids": [1, 10, 31]})
     )
     code, out, err = run("report", "--sglang", str(fork), str(draft), str(PAIR / "target"))
-    assert (code, out) == (2, "")
+    assert code == 2
     assert err.startswith("error: ") and "31" in err and len(err.splitlines()) == 1
+    # what each tree does with the pair, under the release and tree it judged by
+    assert out.splitlines()[0] == f"report: {SglangTree.locate(fork).describe()} (released)"
+    verdicts = _verdicts(out)
+    assert verdicts["patched"].startswith("refused at start-up ("), verdicts
+    assert "None" not in out
+
+
+GEMMA = ROOT / "test" / "data" / "gemma-3-27b-it__specforge-eagle3"
+
+
+def test_report_without_sglang_judges_the_installed_tree_by_its_family(
+    release_0_5_23, monkeypatch
+):
+    """Issue 43: with 0.5.23 the sglang the report reads (no --sglang), the Gemma-3 pair is
+    judged by 0.5.23's code, not 0.5.11's, and the first line says so; Gemma-3's model
+    captures its last layer's output, so both trees serve it."""
+    located = SglangTree.locate.__func__
+
+    def installed_is_0_5_23(cls, path=None, *args, **kwargs):
+        return located(cls, release_0_5_23 if path is None else path, *args, **kwargs)
+
+    monkeypatch.setattr(SglangTree, "locate", classmethod(installed_is_0_5_23))
+    code, out, err = run("report", str(GEMMA / "draft"), str(GEMMA / "target"))
+    assert code == 0, err
+    tree = SglangTree.locate(release_0_5_23)
+    assert tree.family is families.AFTER_REFACTOR
+    assert out.splitlines()[0] == f"report: {tree.describe()} (released)"
+    assert _verdicts(out) == {"patched": "serves", "released": "serves"}
+    assert "hidden states [2, 30, 62] (62: the last layer's output, which its forward captures)" in out
+    assert "None" not in out
 
 
 def _capture(root: Path, work: Path) -> dict:

@@ -1,5 +1,7 @@
-"""``sglang-eagle-sizing report``: runs with no arguments, marks what 0.5.11 computed otherwise,
-and its JSON round-trips."""
+"""``sglang-eagle-sizing report``: runs with no arguments, its first line naming the release and
+the tree it judged by; says per tree (patched, released) what serving the pair does and the
+target class's capture rule; marks what 0.5.11 computed otherwise; no ``None`` in its text;
+its JSON round-trips."""
 
 from __future__ import annotations
 
@@ -7,19 +9,44 @@ import json
 from pathlib import Path
 
 from sglang_eagle_sizing.cli import main
+from sglang_eagle_sizing.report import render
+
+
+def _verdicts(out: str) -> dict[str, str]:
+    """{"patched": ..., "released": ...}: the two lines under ``serving (--dtype auto):``."""
+    lines = out.splitlines()
+    start = lines.index("serving (--dtype auto):")
+    found = {}
+    for line in lines[start + 1 : start + 3]:
+        side, _, verdict = line.strip().partition(":")
+        found[side] = verdict.strip()
+    return found
 
 
 def test_report_with_no_arguments(capsys):
+    from sglang_eagle_sizing.tree import SglangTree
+
     assert main(["report"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("EAGLE hidden-state sizes, EAGLE3 (eagle_use_aux_hidden_state=True)")
+    # judged by the installed sglang (0.5.11, not patched), and the first line says so
+    assert out.splitlines()[0] == f"report: {SglangTree.locate(None).describe()} (released)"
+    assert out.splitlines()[1] == "EAGLE3 pair (eagle_use_aux_hidden_state: yes)"
     assert "decode phase (EagleDraftInput)" in out and "extend phase (EagleDraftExtendInput)" in out
     assert "settings: cuda_graph_max_bs=160" in out
     # the fp16 drafter is now built in its bf16 target's dtype, and the report says so
     draft_line = next(line for line in out.splitlines() if line.startswith("  draft "))
     assert draft_line.endswith(
-        "float16; built in bfloat16, the target's dtype (--dtype auto; 0.5.11 built it in float16)"
+        "float16; built in bfloat16 patched, the target's dtype (--dtype auto; released builds "
+        "it in float16)"
     )
+    assert _verdicts(out) == {
+        "patched": "serves (the draft model built in the target's bfloat16, not its config's "
+        "float16; one log line)",
+        "released": "fails at the first request in fc (the draft model built in its config's "
+        "float16 reads the target's bfloat16 hidden states: BFloat16 != Half)",
+    }
+    assert "  released: released (the class's method on a stand-in): " in out
+    assert "None" not in out
     # the v2 idle input took the target's bf16 in 0.5.11 and still does; the v2 graph
     # buffer took the draft's fp16 and now takes bf16
     lines = [line.split() for line in out.splitlines() if line.startswith("  v2 ")]
@@ -28,7 +55,7 @@ def test_report_with_no_arguments(capsys):
     v2_graph = next(row for row in lines if row[1] == "EAGLEDraftCudaGraphRunner.__init__")
     assert v2_graph[2:4] == ["4096", "bfloat16"] and v2_graph[6:8] == ["!", "4096"]
     assert v2_graph[8] == "float16"
-    assert "site values differ from 0.5.11 (marked !)" in out
+    assert "site values differ between patched and released (marked !)" in out
 
 
 def test_report_json_round_trips_and_counts_buffer_bytes(tree, capsys):
@@ -74,8 +101,8 @@ def test_report_lists_both_pd_servers_and_marks_where_0_5_11_disagreed(capsys):
         assert sides["(prefill"][4:6] == ["2560", "bfloat16"] and sides["(prefill"][-1] == "same"
         assert sides["(decode"][4:6] == ["2560", "bfloat16"] and sides["(decode"][-3:] == ["!", "16", "float32"]
         assert (
-            f"! PD ({kind}): 0.5.11's two servers disagreed on the hidden-state buffer: prefill "
-            "2560 bfloat16 (5120 B per request), decode 16 float32 (64 B)"
+            f"! PD ({kind}): released, the two servers disagreed on the hidden-state buffer: "
+            "prefill 2560 bfloat16 (5120 B per request), decode 16 float32 (64 B)"
         ) in out
 
 
@@ -252,6 +279,21 @@ def _all_pairs_script():
     return module
 
 
+def _assert_text(text: str, report: dict) -> None:
+    """The text of a report: its first line names the release and tree, a verdict per tree,
+    no ``None`` anywhere."""
+    first = text.splitlines()[0]
+    assert first == f"report: {report['tree']['described']} (released)", first
+    verdicts = _verdicts(text)
+    assert set(verdicts) == {"patched", "released"}, verdicts
+    for verdict in verdicts.values():
+        assert verdict == "serves" or verdict.startswith(
+            ("serves (", "fails at the first request in ", "refused at start-up (",
+             "fails at start-up (")
+        ), verdict
+    assert "None" not in text, [line for line in text.splitlines() if "None" in line]
+
+
 def _assert_schema(report: dict) -> None:
     from sglang_eagle_sizing.report.release_0_5_23 import SIDE_KEYS
 
@@ -278,6 +320,7 @@ def test_report_answers_every_shared_pair_on_0_5_11(capsys):
         assert code == 0 or (code == 2 and report["refusal"]), (name, captured.err)
         _assert_schema(report)
         assert report["family"] == "0.5.9-0.5.11"
+        _assert_text(render(report), report)
         reports[name] = report
     assert len(reports) >= 12
     moe = reports["qwen3-30b-a3b__specforge-moe-draft-eagle3"]["patched"]
@@ -312,9 +355,12 @@ def test_report_answers_a_sample_of_shared_pairs_on_0_5_23():
              "gpt-oss-20b__specforge-eagle3")
     with ThreadPoolExecutor(2) as pool:
         runs = dict(zip(names, pool.map(lambda n: script.run_report("0.5.23", sources[n][0]), names)))
+    from sglang_eagle_sizing.report.release_0_5_23 import render as render_0_5_23
+
     for name, run in runs.items():
         assert script.answered(run), (name, run["stderr"])
         _assert_schema(run["report"])
+        _assert_text(render_0_5_23(run["report"]), run["report"])
     moe = runs[names[0]]["report"]
     assert moe["pristine"]["set_on"] == "self.model (Qwen3MoeModel)"
     assert moe["pristine"]["captured_hidden_states"] == [2, 24, 45]
@@ -328,3 +374,129 @@ def test_report_answers_a_sample_of_shared_pairs_on_0_5_23():
     oss = runs[names[2]]["report"]
     assert any("quantization_config (mxfp4)" in note for note in oss["adaptations"])
     assert oss["pristine"]["captured_hidden_states"] == [2, 12, 22]
+
+
+# -- what serving does, from the values (report/serving.py) -----------------------------
+def _side(**values) -> dict:
+    from sglang_eagle_sizing.report import serving
+
+    side = {
+        "refusal": None,
+        "capture_error": None,
+        "draft_dtype": "torch.bfloat16",
+        "eagle_use_aux_hidden_state": True,
+        "layer_ids": [1, 29, 61],
+        "target_class": "Target",
+        "capture_method": "Target.set_eagle3_layers_to_capture",
+        "captured_hidden_states": [2, 30, 62],
+        "final_boundary": "yes (TargetModel.forward tests `len(self.layers) in ...`)",
+        **values,
+    }
+    side["capture_rule"] = serving.capture_rule(side, patched=False)
+    return side
+
+
+TARGET = {"dtype": "torch.bfloat16", "hidden_size": 64, "num_layers": 62}
+
+
+def _verdict(side: dict, fc_width=3 * 64, config_dtype="torch.bfloat16") -> str:
+    from sglang_eagle_sizing.report import serving
+
+    return serving.verdict(
+        side, algorithm="EAGLE3", target=TARGET, fc_width=fc_width, config_dtype=config_dtype
+    )
+
+
+def test_a_verdict_is_derived_from_what_the_trees_computed():
+    assert _verdict(_side()) == "serves"
+    # the last layer's output, which this forward never captures: fc gets two states of three
+    no_final = _side(final_boundary="no (TargetModel.forward tests the layer loop's index only)")
+    assert _verdict(no_final) == (
+        "fails at the first request in fc (fc takes 192 features, the target hands it 2 hidden "
+        "states of 64 (its forward never reaches [62]: the last layer's output))"
+    )
+    assert _verdict(_side(), fc_width=4 * 64).startswith("fails at the first request in fc (fc takes 256")
+    # --dtype auto: the draft model in its config's float16 reads bfloat16 hidden states
+    assert _verdict(_side(draft_dtype="torch.float16"), config_dtype="torch.float16") == (
+        "fails at the first request in fc (the draft model built in its config's float16 reads "
+        "the target's bfloat16 hidden states: BFloat16 != Half)"
+    )
+    assert _verdict(_side(), config_dtype="torch.float16") == (
+        "serves (the draft model built in the target's bfloat16, not its config's float16; one "
+        "log line)"
+    )
+    refused = _side(refusal="Invalid eagle_config.eagle_aux_hidden_state_layer_ids=[1, 29, 61] in ...")
+    assert _verdict(refused) == "refused at start-up (eagle_config.eagle_aux_hidden_state_layer_ids)"
+    raised = _side(capture_error="AttributeError: no set_eagle3_layers_to_capture")
+    assert _verdict(raised) == "fails at start-up (AttributeError: no set_eagle3_layers_to_capture)"
+
+
+def test_a_class_that_declares_its_rule_is_asked_before_anything_is_built():
+    """A patched class's ``get_eagle3_layers_to_capture(config, layer_ids)`` is its rule,
+    asked of the class (no instance); a patched class without it is ``undeclared`` and keeps
+    the release's method on a stand-in; a released tree's is ``released``."""
+    from types import SimpleNamespace
+
+    from sglang_eagle_sizing.report import _capture_rules, serving
+
+    class Declaring:
+        eagle3_captures_final_hidden_state = True
+
+        def __init__(self):
+            raise AssertionError("built")
+
+        @classmethod
+        def get_eagle3_layers_to_capture(cls, config, layer_ids=None):
+            ids = layer_ids or [1, config.num_hidden_layers // 2, config.num_hidden_layers - 1]
+            return [i + 1 for i in ids]
+
+    rules = _capture_rules()
+    config = SimpleNamespace(num_hidden_layers=62)
+    declared = rules.declared_rule(Declaring, config, [1, 29, 61])
+    assert declared == {
+        "method": "Declaring.get_eagle3_layers_to_capture",
+        "captures_final_hidden_state": True,
+        "captured_hidden_states": [2, 30, 62],
+        "error": None,
+    }
+    assert rules.declared_rule(object, config, None) is None
+    patched = _side(declared=declared, captured_hidden_states=[2, 30, 61])
+    rule = serving.capture_rule(patched, patched=True)
+    assert (rule["kind"], rule["captured_hidden_states"]) == ("declared", [2, 30, 62])
+    assert serving.rule_text(rule, "Declaring") == (
+        "declared by Declaring.get_eagle3_layers_to_capture"
+    )
+    undeclared = serving.capture_rule(_side(declared=None), patched=True)
+    assert undeclared["kind"] == "undeclared"
+    assert serving.rule_text(undeclared, "Target").startswith(
+        "undeclared (Target has no get_eagle3_layers_to_capture): the release's rule, "
+        "Target.set_eagle3_layers_to_capture on a stand-in"
+    )
+    # a released tree's class is never read as declaring
+    assert serving.capture_rule(_side(declared=declared), patched=False)["kind"] == "released"
+
+
+def test_from_another_checkout_it_says_the_installed_tree_was_judged(
+    tmp_path, monkeypatch, capsys
+):
+    """Run from an SGLang checkout without --sglang: a note names the installed tree it
+    judged; a pair it stops on still gets the first line before the one error line."""
+    from sglang_eagle_sizing.report import command
+    from sglang_eagle_sizing.tree import SglangTree
+
+    (tmp_path / "python" / "sglang" / "srt").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+
+    def refused(*args):
+        raise ValueError("Invalid num_aux_hidden_states=2 in the draft model config")
+
+    monkeypatch.setattr(command, "build", refused)
+    assert main(["report", str(PAIR / "draft"), str(PAIR / "target")]) == 2
+    captured = capsys.readouterr()
+    installed = SglangTree.locate(None)
+    assert captured.err.splitlines() == [
+        f"note: judged the installed sglang ({installed.describe()}), not the checkout here; "
+        "--sglang . judges the checkout",
+        "error: Invalid num_aux_hidden_states=2 in the draft model config",
+    ]
+    assert captured.out == f"report: {installed.describe()} (released)\n"

@@ -133,6 +133,9 @@ def test_each_patch_is_small_and_speaks_of_sglang_only(written):
         assert step.source_lines() <= 250, (path.name, step.source_lines())
         for heading in ("## Motivation", "## Modifications", "### Tests", "## Checklist"):
             assert heading in step.patch.body, (path.name, heading)
+        # the commit's message: the description but its checklist (the pull request's)
+        message = text.split("\n---\n", 1)[0]
+        assert "\n## Accuracy Tests\n" in message and "## Checklist" not in message, path.name
         assert not FOREIGN.search(text), (path.name, FOREIGN.search(text).group(0))
 
 

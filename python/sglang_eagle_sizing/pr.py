@@ -4,11 +4,14 @@ take it.
 With ``--series DIR``: one ``git format-patch`` file per concern (the family's ``patches``), which
 ``git am --keep-non-patch DIR/*.patch`` applies in order on a git checkout of the release,
 leaving the tree ``apply`` writes but for the GPU end-to-end test file, which has never run
-and comes only with ``--with-gpu-test`` (as the last patch). Without ``--series``: the same
-descriptions as one cover letter (the table of sites generated from the family's ``sites.SITES`` and the
-lines the rules find, and the files the change touches with their line counts) that fits a
-pull request's description (under ``COVER_LIMIT`` characters: GitHub takes 65,536); the
-diff itself is in the patches, or appended with ``--diff``. On a checkout already patched,
+and comes only with ``--with-gpu-test`` (as the last patch); each patch's message is its
+description without the template's checklist. Without ``--series``: a cover letter that
+fits a pull request's description (under ``COVER_LIMIT`` characters: GitHub takes 65,536):
+a short summary, on 0.5.9-0.5.11 the table of sites generated from the family's
+``sites.SITES`` and the lines the rules find, one line per patch (its subject: its
+description is its commit's message), the template's checklist once for the series, and the
+files the change touches with their line counts; the diff itself is in the patches, or
+appended with ``--diff``. On a checkout already patched,
 the change is written against its release tag. Nothing is written to the tree.
 """
 
@@ -77,7 +80,16 @@ disagree. This series states the contract once, in
 parser of the drafter's `eagle_config`, the target capturing the layers the drafter names, a
 check of the drafter before its weights load, and one dtype for the hidden states. It is
 {count} patches, each reviewable and testable alone (`git am --keep-non-patch` keeps their
-`[Spec]` titles)."""
+`[Spec]` titles); each commit's message is its description: motivation, modifications, tests,
+accuracy tests and benchmark."""
+
+AFTER_REFACTOR_SUMMARY = """\
+SGLang reads an EAGLE-3 drafter's config for the target's capture, the drafter's `fc` and
+the hidden-state buffers; this series makes every reader take one reading, checks the drafter
+against its target at start-up, and fixes what serving EAGLE showed broken beside it. It is
+{count} patches, each reviewable and testable alone (`git am --keep-non-patch` keeps their
+`[Spec]` titles); each commit's message is its description (motivation, modifications,
+accuracy tests, benchmark), with the patches it needs where it needs any."""
 
 
 class PrError(Exception):
@@ -254,8 +266,48 @@ def sites_section(changes: list[SiteChange]) -> list[str]:
     return out
 
 
-def _demoted(body: str) -> str:
-    return re.sub(r"^## ", "#### ", body, flags=re.MULTILINE).rstrip()
+def series_index(written) -> list[str]:
+    """One line per patch, in order: the series as a pull request lists its commits (each
+    commit's message carries its description)."""
+    return [f"{number}. {patch.subject}" for number, patch in enumerate(written, start=1)]
+
+
+_BOX = re.compile(r"^- \[([ x])\] (.*)$")
+
+
+def checklist(written) -> list[str]:
+    """The template's checklist once, for the whole series: a box is ticked when every patch
+    ticks it; what patches say after a box (their test files, why not needed) is kept under
+    it, by patch number, once per distinct note ("above" in a note: the commit's message)."""
+    from sglang_eagle_sizing.series import CHECKLIST
+
+    boxes: list[tuple[str, list[bool], dict[str, list[int]]]] = []
+    for number, patch in enumerate(written, start=1):
+        section = patch.body.split(f"\n{CHECKLIST}\n", 1)
+        if len(section) < 2:
+            continue
+        lines = [m for m in map(_BOX.match, section[1].split("\n## ", 1)[0].splitlines()) if m]
+        for index, match in enumerate(lines):
+            text, _, note = match.group(2).partition("): ")
+            text = text + ")" if note else text
+            if index == len(boxes):
+                boxes.append((text, [], {}))
+            boxes[index][1].append(match.group(1) == "x")
+            if note:
+                note = note.replace("(above)", "(see the commit's message)")
+                boxes[index][2].setdefault(note, []).append(number)
+    if not boxes:
+        return []
+    out = [CHECKLIST, ""]
+    for text, ticks, notes in boxes:
+        box = f"- [{'x' if all(ticks) else ' '}] {text}"
+        if len(notes) == 1 and len(next(iter(notes.values()))) == len(written):
+            out.append(f"{box}: {next(iter(notes))}")  # every patch says the same
+            continue
+        out.append(box)
+        for note, numbers in notes.items():
+            out.append(f"  - {', '.join(map(str, numbers))}: {note}")
+    return out
 
 
 def diffstat(report: TreeReport) -> str:
@@ -278,13 +330,17 @@ def diffstat(report: TreeReport) -> str:
 
 
 def _after_refactor_pull_request(report: TreeReport, written, with_diff: bool) -> str:
-    """0.5.23's cover letter: each patch's description, then the files it touches."""
+    """0.5.23's cover letter: the title, what the series is, one line per patch, the
+    checklist, then the files it touches (one patch: its description, as its pull request)."""
     if len(written) == 1:
-        sections = [[f"# {written[0].subject}", "", written[0].body]]
+        sections = [[f"# {written[0].subject}", "", written[0].body.rstrip()]]
     else:
-        sections = [[f"# {AFTER_REFACTOR_TITLE}"]]
-        for number, patch in enumerate(written, start=1):
-            sections.append([f"## {number}. {patch.subject}", "", _demoted(patch.body)])
+        sections = [
+            [f"# {AFTER_REFACTOR_TITLE}", ""],
+            AFTER_REFACTOR_SUMMARY.format(count=len(written)).split("\n"),
+            ["## The series", "", *series_index(written)],
+            checklist(written),
+        ]
     files = len(report.changed) + len(report.modules_to_add) + len(report.tests_to_add)
     sections.append(
         [
@@ -295,7 +351,7 @@ def _after_refactor_pull_request(report: TreeReport, written, with_diff: bool) -
             diffstat(report).rstrip("\n"),
         ]
     )
-    cover = "\n\n".join("\n".join(section).rstrip("\n") for section in sections) + "\n"
+    cover = "\n\n".join("\n".join(section).rstrip("\n") for section in sections if section) + "\n"
     if with_diff:
         cover += "\n" + _fenced(report.diff(), "diff")
     return cover
@@ -330,10 +386,9 @@ def pull_request(tree, gpu_test: bool = False, with_diff: bool = False) -> str:
             count=len(written),
         ).split("\n"),
         sites_section(changes),
-        ["## The series"],
+        ["## The series", "", *series_index(written)],
+        checklist(written),
     ]
-    for number, patch in enumerate(written, start=1):
-        sections.append([f"### {number}. {patch.subject}", "", _demoted(patch.body)])
     sections.append(
         [
             "## The diff",
@@ -344,7 +399,9 @@ def pull_request(tree, gpu_test: bool = False, with_diff: bool = False) -> str:
             diffstat(report).rstrip("\n"),
         ]
     )
-    description = "\n\n".join("\n".join(section).rstrip("\n") for section in sections)
+    description = "\n\n".join(
+        "\n".join(section).rstrip("\n") for section in sections if section
+    )
     cover = description + "\n"
     if with_diff:
         cover += "\n" + _fenced(report.diff(), "diff")

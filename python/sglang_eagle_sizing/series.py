@@ -35,12 +35,34 @@ def is_test_file(key: str) -> bool:
     return key.startswith(("test/", "python/sglang/test/"))
 
 
+#: the pull-request template's section that is the PR's, not a commit's
+CHECKLIST = "## Checklist"
+
+
 @dataclass(frozen=True)
 class Patch:
     concern: str
     subject: str
     #: Markdown, in the sections of SGLang's pull-request template
     body: str
+
+    @property
+    def message(self) -> str:
+        """The commit message's body: the description without its ``## Checklist`` (the
+        checklist is the pull request's: ``pr`` prints it once, in the cover letter)."""
+        return without_section(self.body, CHECKLIST)
+
+
+def without_section(body: str, heading: str) -> str:
+    """``body`` without the section under ``heading`` (up to the next ``## `` heading)."""
+    lines = body.splitlines(keepends=True)
+    out, skipping = [], False
+    for line in lines:
+        if line.startswith("## "):
+            skipping = line.rstrip("\n") == heading
+        if not skipping:
+            out.append(line)
+    return "".join(out).rstrip() + "\n"
 
 
 def read_patch(folder: Path, concern: str) -> Patch:
@@ -210,7 +232,7 @@ def format_patch(step: Step, number: int, total: int, author: str, date: str) ->
         f"Date: {date}\n"
         f"Subject: [PATCH {number}/{total}] {step.patch.subject}\n"
         "\n"
-        f"{step.patch.body.rstrip()}\n"
+        f"{step.patch.message.rstrip()}\n"
         "---\n"
         f"{diffstat(step)}\n"
         f"{step.diff()}"

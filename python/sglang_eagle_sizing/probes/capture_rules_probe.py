@@ -146,6 +146,41 @@ def capture_of(model_class, hf_config, call) -> dict:
     }
 
 
+#: what a patched 0.5.23 model class declares: a classmethod giving the hidden-state indices
+#: (into transformers' ``output_hidden_states``) its ``set_eagle3_layers_to_capture`` puts in
+#: ``layers_to_capture``, and whether its forward captures the last layer's output (index L)
+DECLARED = "get_eagle3_layers_to_capture"
+FINAL = "eagle3_captures_final_hidden_state"
+
+
+def declared_rule(model_class, hf_config, layer_ids) -> dict | None:
+    """What ``model_class`` declares it captures for ``layer_ids`` (the ids the runner
+    passes; None: the class's default layers), asked of the class with the target's config:
+    nothing is built. None: the class declares nothing."""
+    method = getattr(model_class, DECLARED, None)
+    if method is None:
+        return None
+    owner, _ = standin._defining(model_class, DECLARED)
+    out = {
+        "method": f"{(owner or model_class).__name__}.{DECLARED}",
+        "captures_final_hidden_state": getattr(model_class, FINAL, False) is True,
+        "captured_hidden_states": None,
+        "error": None,
+    }
+    try:
+        out["captured_hidden_states"] = [int(i) for i in method(hf_config, layer_ids)]
+    except Exception as exc:  # noqa: BLE001  the class's own refusal, said as it is
+        out["error"] = standin.one_line(exc)
+    return out
+
+
+def capture_method(model_class) -> str | None:
+    """``Owner.set_eagle3_layers_to_capture``: the class of ``model_class``'s MRO whose method
+    the runner calls (None: no class defines it)."""
+    owner, _ = standin._defining(model_class, standin.METHOD)
+    return None if owner is None else f"{owner.__name__}.{standin.METHOD}"
+
+
 def _runner_parts(source: str) -> tuple[ast.If, ast.FunctionDef]:
     """From a 0.5.9-0.5.11 ``model_runner.py``: the outermost ``if`` of ``ModelRunner`` that
     sets ``self.eagle_aux_hidden_state_layer_ids``, and its ``init_aux_hidden_state_capture``.

@@ -21,7 +21,8 @@ Prints ``REPORT-JSON {...}``. What it runs, all on the CPU and from config folde
   own class (``capture_rules_probe.py`` / ``capture_standin.py`` of this package's folder,
   loaded by path; inner ``model`` / ``language_model`` built as the class's ``__init__``
   builds them): the layers whose input it captures, which are the indices into transformers'
-  ``output_hidden_states``.
+  ``output_hidden_states``; and what the class declares it captures, if it declares it
+  (``get_eagle3_layers_to_capture`` of a patched tree, asked of the class: ``declared``).
 
 A target config with a ``quantization_config`` is read from a scratch copy without it (the
 report reads configs; the CPU build registers no mxfp4), and ``adaptations`` says so; so is an
@@ -103,6 +104,10 @@ def _captured(server_args, target):
     call, _ = rules.configure_call(struct)
     model_class, _ = ModelRegistry.resolve_model_cls(target.hf_config.architectures)
     out["target_class"] = model_class.__name__
+    out["capture_method"] = rules.capture_method(model_class)
+    out["declared"] = rules.declared_rule(
+        model_class, target.hf_config, struct.eagle_aux_hidden_state_layer_ids
+    )
     try:
         out.update(rules.capture_of(model_class, target.hf_config, call))
     except ValueError as exc:  # the runner's start-up refusal
@@ -176,9 +181,13 @@ def _readable(folder: str, scratch: str, name: str) -> tuple[str, list[str]]:
         derived = _model_type_for(architecture)
         if derived is not None:
             config["model_type"] = derived
+            given = (
+                "no model_type"
+                if model_type is None
+                else f"model_type {model_type!r} (transformers does not know it)"
+            )
             notes.append(
-                f"{config_path}: model_type {model_type!r} -> {derived!r} (from architecture "
-                f"{architecture}; transformers does not know {model_type!r})"
+                f"{config_path}: {given} -> {derived!r} (from architecture {architecture})"
             )
     if not notes:
         return folder, []
@@ -228,6 +237,10 @@ def probe(draft_path: str, target_path: str, algorithm: str) -> dict:
                 server_args, model_path=draft_path, is_draft_model=True
             )
             out["target_dtype"] = _dtype(target.dtype)
+            out["target_hidden_size"] = target.hidden_size
+            out["target_num_layers"] = getattr(
+                target.hf_text_config, "num_hidden_layers", None
+            )
             out["draft_dtype"] = _dtype(draft.dtype)
             out["server_dtype"] = server_args.dtype
             width, dtype = get_draft_recurrent_hidden_state_spec_from_config(

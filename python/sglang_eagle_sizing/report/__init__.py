@@ -1,8 +1,10 @@
 """``sglang-eagle-sizing report``: what every sizing site computes for a drafter/target pair.
 
-Per phase, the width and dtype of every site each worker kind reaches, the bytes of each
-CUDA-graph buffer at SGLang's default server settings, side by side with what pristine 0.5.11
-computes at the same site; sites where 0.5.11 differs are marked. Both columns come from the
+First the tree judged (its release and path, patched or released), then per tree what serving
+the pair does and the target class's capture rule (``serving.py``); per phase, the width and
+dtype of every site each worker kind reaches, the bytes of each CUDA-graph buffer at SGLang's
+default server settings, side by side with what pristine 0.5.11 computes at the same site;
+sites where 0.5.11 differs are marked. Both columns come from the
 trees' own code (``evaluate.py``): the patched one (the installed tree if patched, else the
 patch applied in memory) and the pristine one (the installed tree if unpatched, else the
 originals ``apply`` saved, else the release wheel from PyPI).
@@ -25,7 +27,7 @@ from sglang_eagle_sizing.families.release_0_5_11.sites import (
     Kind,
     Phase,
 )
-from sglang_eagle_sizing.report.release_0_5_23 import captured_text, side
+from sglang_eagle_sizing.report.release_0_5_23 import side
 from sglang_eagle_sizing.tree import SglangTree
 
 BUNDLED = Path(__file__).resolve().parents[1] / "data" / "llama3.1-8b-instruct__specforge-llama3-8b-eagle3"
@@ -118,8 +120,9 @@ def _release_sources(files: tuple[str, ...]) -> dict[str, str]:
         return {f: wheel.read(f"sglang/srt/{f}").decode("utf-8") for f in files}
 
 
-def tree_sources(tree: SglangTree) -> tuple[dict[str, str], dict[str, str], str]:
-    """(pristine, patched) texts of the site files, and where the pristine ones came from."""
+def tree_sources(tree: SglangTree) -> tuple[dict[str, str], dict[str, str], str, bool]:
+    """(pristine, patched) texts of the site files, where the pristine ones came from, and
+    whether the tree holds the patch."""
     from sglang_eagle_sizing.engine import FindingsCache, default_cache_dir
     from sglang_eagle_sizing.patch import check_tree, rewrite_tree
 
@@ -145,7 +148,7 @@ def tree_sources(tree: SglangTree) -> tuple[dict[str, str], dict[str, str], str]
     else:
         rewritten = {r.file: r.new_text for r in rewrite_tree(tree).results}
         patched = {f: rewritten.get(f, text) for f, text in current.items()}
-    return pristine, patched, origin
+    return pristine, patched, origin, any_routed
 
 
 # -- the report ----------------------------------------------------------------------------
@@ -154,7 +157,7 @@ class Trees:
     evaluation; ``patched`` is also what reads a speculators-format drafter (``load_pair``)."""
 
     def __init__(self, tree: SglangTree):
-        pristine, patched, self.origin = tree_sources(tree)
+        pristine, patched, self.origin, self.tree_patched = tree_sources(tree)
         self._scratch = Path(tempfile.mkdtemp(prefix="sglang-eagle-sizing-report-"))
         self.pristine = _copy_site_files(pristine, self._scratch / "pristine")
         self.patched = _copy_site_files(patched, self._scratch / "patched")
@@ -171,12 +174,19 @@ def build(draft_dir: Path, target_dir: Path, algorithm: str | None, tree: Sglang
 
     with Trees(tree) as trees:
         pair = load_pair(draft_dir, target_dir, trees.patched)
-        return build_for_pair(pair, algorithm or infer_algorithm(pair.draft), trees)
+        report = build_for_pair(pair, algorithm or infer_algorithm(pair.draft), trees)
+        report["tree"] = {
+            "path": str(tree.package),
+            "described": tree.describe(),
+            "patched": trees.tree_patched,
+        }
+        return report
 
 
 def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
+    from sglang_eagle_sizing.report import serving
     from sglang_eagle_sizing.report.evaluate import evaluate_tree, load_eagle_info, load_spec_info
 
     settings = default_settings(algorithm, pair.target)
@@ -202,6 +212,8 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
             tree_capture(trees.pristine, pair, pair.draft if readable else None)
         )
     refusal = patched_side.get("refusal")
+    for values, is_patched in ((patched_side, True), (pristine_side, False)):
+        values["capture_rule"] = serving.capture_rule(values, is_patched)
     now = evaluate_tree(trees.patched, built, algorithm, settings, use_aux, num_aux)
     before = evaluate_tree(trees.pristine, pair, algorithm, settings, use_aux, num_aux)
     old = {(v.worker_kind, v.site.scope, v.occurrence): v for v in before}
@@ -241,11 +253,24 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
                 or (previous.width, previous.dtype) != (value.width, value.dtype),
             }
         )
+    fc = next((r for r in rows if r["kind"] == Kind.DRAFTER_FC.value), None)
+    target = _describe(pair.target, pair.target_path)
+    for values, width in (
+        (patched_side, fc and fc["width"]),
+        (pristine_side, fc and fc["pristine"] and fc["pristine"]["width"]),
+    ):
+        values["verdict"] = serving.verdict(
+            values,
+            algorithm=algorithm,
+            target=target,
+            fc_width=width,
+            config_dtype=str(pair.draft.dtype),
+        )
     return {
         "family": BEFORE_REFACTOR.name,
         "algorithm": algorithm,
         "draft": _describe(pair.draft, pair.draft_path),
-        "target": _describe(pair.target, pair.target_path),
+        "target": target,
         "eagle_use_aux_hidden_state": use_aux,
         "eagle_num_aux_hidden_states": num_aux,
         # what the patched target refuses at start-up (None: nothing)
@@ -345,6 +370,10 @@ def tree_capture(srt: Path, pair, draft) -> dict:
             pair.target.hf_config.architectures
         )
         out["target_class"] = model_class.__name__
+        out["capture_method"] = rules.capture_method(model_class)
+        out["declared"] = rules.declared_rule(
+            model_class, pair.target.hf_config, out["layer_ids"]
+        )
         try:
             out.update(rules.capture_of(model_class, pair.target.hf_config, call))
         except ValueError as exc:  # the runner's start-up refusal
@@ -418,6 +447,7 @@ def _describe(model_config, path: Path) -> dict:
         "architecture": (model_config.hf_config.architectures or [""])[0],
         "hidden_size": model_config.hidden_size,
         "dtype": str(model_config.dtype),
+        "num_layers": getattr(model_config.hf_text_config, "num_hidden_layers", None),
     }
 
 
@@ -435,37 +465,47 @@ def _size(n: int | None) -> str:
     return "-"
 
 
+def _value(values: dict | None, refused: bool) -> str:
+    """A site's width and dtype on one tree, in words where there is none."""
+    if not values or values.get("width") is None:
+        if values and values.get("error"):
+            return f"not computed ({values['error']})"
+        return "not computed (refused at start-up)" if refused else "not computed"
+    return f"{values['width']} {_short(values.get('dtype'))}"
+
+
 def render(report: dict) -> str:
+    from sglang_eagle_sizing.report import serving
+
+    patched, pristine = report["patched"], report["pristine"]
     lines = [
-        f"EAGLE hidden-state sizes, {report['algorithm']}"
-        f" (eagle_use_aux_hidden_state={report['eagle_use_aux_hidden_state']})",
+        *([serving.header(report["tree"])] if "tree" in report else []),
+        f"{report['algorithm']} pair (eagle_use_aux_hidden_state: "
+        f"{'yes' if report['eagle_use_aux_hidden_state'] else 'no'})",
         f"  draft   {report['draft']['path']}  {report['draft']['architecture']}, "
         f"hidden_size {report['draft']['hidden_size']}, {_short(report['draft']['dtype'])}"
         + _built_in(report),
         f"  target  {report['target']['path']}  {report['target']['architecture']}, "
         f"hidden_size {report['target']['hidden_size']}, {_short(report['target']['dtype'])}",
         f"  settings: {report['settings']['described']}",
-        f"  0.5.11 values from {report['pristine_source']}",
+        f"  released values from {report['pristine_source']}",
+        *serving.serving_lines(report),
     ]
-    patched, pristine = report["patched"], report["pristine"]
-    if patched.get("eagle_use_aux_hidden_state"):
-        now, before = captured_text(patched), captured_text(pristine)
-        lines.append(
-            f"  target captures hidden states {now} "
-            "(indices into transformers' output_hidden_states, 0: the embeddings)   "
-            + ("0.5.11: same" if now == before else f"0.5.11: ! {before}")
-        )
     for note in report["adaptations"]:
         lines.append(f"  adapted: {note}")
     for note in report.get("defaults", []):
         lines.append(f"  defaulted: {note}")
+    if pristine.get("refusal"):
+        lines.append(f"  released refuses the pair: {pristine['refusal']}")
+    if patched.get("refusal"):
+        lines.append(f"  patched refuses the pair: {patched['refusal']}")
     marked = 0
     for phase in Phase:
         rows = [r for r in report["sites"] if r["phase"] == phase.value]
         lines.append("")
         lines.append(f"{phase.value} phase ({phase.input_class})")
         lines.append(
-            f"  {'worker':<15} {'site':<67} {'width':>6} {'dtype':<9} {'buffer':>10}   0.5.11"
+            f"  {'worker':<15} {'site':<67} {'patched':<16} {'buffer':>10}   released"
         )
         for r in rows:
             if r.get("detail"):
@@ -477,29 +517,31 @@ def render(report: dict) -> str:
             previous = r["pristine"] or {}
             if r["differs_from_pristine"]:
                 marked += 1
-                old = f"! {previous.get('width')} {_short(previous.get('dtype'))}"
+                old = "! " + _value(r["pristine"], bool(pristine.get("refusal")))
                 if previous.get("bytes") is not None and r["bytes"] is not None:
                     old += f" ({_size(previous['bytes'])})"
             else:
                 old = "  same"
             note = "  (rebuilt by the worker)" if r["rebuilt_by_worker"] else ""
+            now = _value(r, bool(patched.get("refusal")))
             lines.append(
-                f"  {r['worker']:<15} {site:<67} {str(r['width']):>6} {_short(r['dtype']):<9} "
-                f"{_size(r['bytes']):>10}   {old}{note}"
+                f"  {r['worker']:<15} {site:<67} {now:<16} {_size(r['bytes']):>10}   {old}{note}"
             )
     for d in report.get("pd_disagreements", []):
         lines.append("")
         lines.append(
-            f"! PD ({d['worker']}): 0.5.11's two servers disagreed on the hidden-state buffer: "
-            f"prefill {d['prefill']['width']} {_short(d['prefill']['dtype'])} "
+            f"! PD ({d['worker']}): released, the two servers disagreed on the hidden-state "
+            f"buffer: prefill {d['prefill']['width']} {_short(d['prefill']['dtype'])} "
             f"({d['prefill']['item_bytes']} B per request), decode {d['decode']['width']} "
             f"{_short(d['decode']['dtype'])} ({d['decode']['item_bytes']} B); the prefill server "
-            f"writes its item into the decode server's slot. Now both "
+            f"writes its item into the decode server's slot. Patched, both "
             f"{d['now']['width']} {_short(d['now']['dtype'])}."
         )
     lines.append("")
     lines.append(
-        f"{marked} site values differ from 0.5.11 (marked !)" if marked else "0.5.11 computes the same at every site"
+        f"{marked} site values differ between patched and released (marked !)"
+        if marked
+        else "released computes the same as patched at every site"
     )
     return "\n".join(lines) + "\n"
 
@@ -510,8 +552,8 @@ def _built_in(report: dict) -> str:
     if built is None or built == report["draft"]["dtype"]:
         return ""
     return (
-        f"; built in {_short(built)}, the target's dtype (--dtype auto; 0.5.11 built it in "
-        f"{_short(report['draft']['dtype'])})"
+        f"; built in {_short(built)} patched, the target's dtype (--dtype auto; released "
+        f"builds it in {_short(report['draft']['dtype'])})"
     )
 
 

@@ -176,13 +176,14 @@ def _adapt(
         derived = _model_type_for(architectures[0]) if architectures else None
         if derived is None:
             raise ConfigError(
-                f"{path}: model_type={model_type!r} is unknown to transformers and "
+                f"{path}: "
+                + ("no model_type" if model_type is None else f"model_type={model_type!r}")
+                + " is unknown to transformers and "
                 f"architectures={architectures!r} names no architecture it knows"
             )
         config["model_type"] = derived
-        notes.append(
-            f"{path}: model_type {model_type!r} -> {derived!r} (from architecture {architectures[0]})"
-        )
+        given = "no model_type" if model_type is None else f"model_type {model_type!r}"
+        notes.append(f"{path}: {given} -> {derived!r} (from architecture {architectures[0]})")
     quantization = config.get("quantization_config")
     if isinstance(quantization, dict) and not quantization_supported(quantization.get("quant_method")):
         del config["quantization_config"]

@@ -1,6 +1,7 @@
-"""``report --sglang PATH`` on a tree of the 0.5.23 family: every site's width and dtype, the
-draft model's dtype and the hidden states the target captures, as the patched tree computes
-them, next to the unpatched release's.
+"""``report`` on a tree of the 0.5.23 family: every site's width and dtype, the draft model's
+dtype and the hidden states the target captures, as the patched tree computes them, next to
+the unpatched release's; from these, per tree, the target class's capture rule and what serving
+does (``serving.py``).
 
 0.5.23's sites take their values from upstream's helpers and from the drafter's ``fc``
 (docs/release-0.5.23.md, section 2b), so each tree is asked, in its own environment
@@ -65,6 +66,8 @@ SIDE_KEYS = (
     "captured_hidden_states",  # indices into output_hidden_states (0: the embeddings)
     "target_class",  # the class whose own method computed captured_hidden_states
     "capture_error",  # what stopped that method (None: nothing)
+    "capture_rule",  # the class's rule: declared, undeclared or released (report/serving.py)
+    "verdict",  # what serving the pair does on that tree (report/serving.py)
 )
 
 
@@ -165,6 +168,42 @@ def run_probe(python: Path, root: Path, draft: Path, target: Path, algorithm: st
     return result
 
 
+def is_patched(tree: SglangTree) -> bool:
+    """Whether the tree holds the patch (what ``both_trees`` decides by)."""
+    from sglang_eagle_sizing.engine import FindingsCache, default_cache_dir
+    from sglang_eagle_sizing.patch import check_tree
+
+    return bool(check_tree(tree, FindingsCache(default_cache_dir())).routed)
+
+
+def _target(patched: dict, pristine: dict) -> dict:
+    """The target's dtype (at --dtype auto), hidden size and layer count, as a tree read them."""
+    given = patched if patched.get("target_hidden_size") else pristine
+    return {
+        "dtype": given.get("target_dtype"),
+        "hidden_size": given.get("target_hidden_size"),
+        "num_layers": given.get("target_num_layers"),
+    }
+
+
+def _judged(patched: dict, pristine: dict, algorithm: str) -> None:
+    """Each side's capture rule and verdict (``serving.py``), from what the probes gave."""
+    from sglang_eagle_sizing.report import serving
+
+    target = _target(patched, pristine)
+    config_dtype = pristine.get("draft_dtype")  # the release builds it in its config's
+    for values, is_patched_side in ((patched, True), (pristine, False)):
+        values["capture_rule"] = serving.capture_rule(values, is_patched_side)
+        fc = values.get("fc") or {}
+        values["verdict"] = serving.verdict(
+            values,
+            algorithm=algorithm,
+            target=target,
+            fc_width=fc.get("width"),
+            config_dtype=config_dtype,
+        )
+
+
 def build(draft: Path, target: Path, algorithm: str, tree: SglangTree) -> dict:
     from sglang_eagle_sizing.smoke.server import interpreter_for
 
@@ -180,11 +219,17 @@ def build(draft: Path, target: Path, algorithm: str, tree: SglangTree) -> dict:
                 for root in (patched_root, pristine_root)
             ]
             patched, pristine = (run.result() for run in runs)
+    _judged(patched, pristine, algorithm)
     return {
         "family": tree.family.name,
+        "tree": {
+            "path": str(tree.package),
+            "described": tree.describe(),
+            "patched": is_patched(tree),
+        },
         "algorithm": algorithm,
         "draft": {"path": str(draft)},
-        "target": {"path": str(target)},
+        "target": {"path": str(target), **_target(patched, pristine)},
         "pristine_source": origin,
         "refusal": patched["refusal"],
         "patched": side(patched),
@@ -231,67 +276,65 @@ def _short(dtype: str | None) -> str:
     return (dtype or "-").replace("torch.", "")
 
 
+def _cell(values: dict | None, refused: bool) -> str:
+    """A site's width and dtype on one tree, in words where there is no value."""
+    if values is None or values.get("width") is None:
+        return "not computed (refused at start-up)" if refused else "not computed"
+    return f"{values['width']} {_short(values.get('dtype'))}"
+
+
 def render(report: dict) -> str:
+    from sglang_eagle_sizing.report import serving
+
     patched, pristine = report["patched"], report["pristine"]
-    version = report["family"]
     lines = [
-        f"EAGLE hidden-state sizes, {report['algorithm']}, SGLang {version}",
+        serving.header(report["tree"]),
+        f"{report['algorithm']} pair",
         f"  draft   {report['draft']['path']}",
         f"  target  {report['target']['path']}, {_short(patched.get('target_dtype'))}",
-        f"  {version} values from {report['pristine_source']}",
+        f"  released values from {report['pristine_source']}",
         _line(
             "draft model built in",
-            _short(patched.get("draft_dtype")),
-            _short(pristine.get("draft_dtype")),
-            version,
+            _built(patched),
+            _built(pristine),
         ),
+        *serving.serving_lines(report),
     ]
     for note in report.get("adaptations", []):
         lines.append(f"  adapted: {note}")
-    if patched.get("eagle_use_aux_hidden_state") or pristine.get(
-        "eagle_use_aux_hidden_state"
-    ):
-        lines.append(
-            _line(
-                "target captures hidden states",
-                captured_text(patched),
-                captured_text(pristine),
-                version,
-            )
-            + "   (indices into transformers' output_hidden_states, 0: the embeddings)"
-        )
     if pristine.get("refusal"):
-        lines.append(f"  {version} refuses the pair: {pristine['refusal']}")
+        lines.append(f"  released refuses the pair: {pristine['refusal']}")
+    if patched.get("refusal"):
+        lines.append(f"  patched refuses the pair: {patched['refusal']}")
     marked = 0
     for phase in ("decode", "extend"):
         lines.append("")
         lines.append(f"{phase} phase")
-        lines.append(f"  {'site':<90} {'width':>6} {'dtype':<9}   {version}")
+        lines.append(f"  {'site':<90} {'patched':<17}   released")
         for row in (r for r in report["sites"] if r["phase"] == phase):
             site = f"{row['site']} ({row['what']})"
+            now = _cell(row, bool(patched.get("refusal")))
             if row["differs_from_pristine"]:
                 marked += 1
-                before = row["pristine"] or {}
-                old = f"! {before.get('width')} {_short(before.get('dtype'))}"
+                old = "! " + _cell(row["pristine"], bool(pristine.get("refusal")))
             else:
                 old = "  same"
-            width = "-" if row["width"] is None else str(row["width"])
-            lines.append(f"  {site:<90} {width:>6} {_short(row['dtype']):<9}   {old}")
+            lines.append(f"  {site:<90} {now:<17}   {old}")
     lines.append("")
     lines.append(
-        f"{marked} site values differ from {version} (marked !)"
+        f"{marked} site values differ between patched and released (marked !)"
         if marked
-        else f"{version} computes the same at every site"
+        else "released computes the same as patched at every site"
     )
     return "\n".join(lines) + "\n"
 
 
-def captured_text(result: dict) -> str:
-    if result.get("capture_error"):
-        return f"{result.get('target_class')} raises {result['capture_error']}"
-    return str(result.get("captured_hidden_states"))
+def _built(values: dict) -> str:
+    if values.get("draft_dtype") is None:
+        return "not built (refused at start-up)" if values.get("refusal") else "not computed"
+    return _short(values["draft_dtype"])
 
 
-def _line(label: str, now: str, before: str, version: str) -> str:
+def _line(label: str, now: str, before: str) -> str:
     mark = "same" if now == before else f"! {before}"
-    return f"  {label}: {now}   {version}: {mark}"
+    return f"  {label}: patched {now}   released: {mark}"
