@@ -269,18 +269,25 @@ def render_family(
         if r.get("declares")
         and r.get("final_flag") != r.get("final_boundary", "").startswith("yes")
     ]
-    lines += [
-        "",
-        (
-            f"Patched tree: {contracts.count('= capture')} classes declare their capture "
-            "(`get_eagle3_layers_to_capture`, read from the config alone) and capture exactly "
-            f"what they declare in every case; {sum(c.startswith('**') for c in contracts)} "
-            f"differ; undeclared: {', '.join(undeclared) or 'none'} (the inner decoder stacks "
-            "take the indices their outer class computes). Classes whose "
-            "`eagle3_captures_final_hidden_state` differs from what their forward does: "
-            f"{', '.join(r['class'] for r in flags) or 'none'}."
-        ),
-    ]
+    if not any(r.get("declares") for r in patched["rows"]):
+        lines += [
+            "",
+            "Patched tree: the patch of this family declares no class's capture; each class's"
+            + " own method decides, as on the release.",
+        ]
+    else:
+        lines += [
+            "",
+            (
+                f"Patched tree: {contracts.count('= capture')} classes declare their capture "
+                "(`get_eagle3_layers_to_capture`, read from the config alone) and capture exactly "
+                f"what they declare in every case; {sum(c.startswith('**') for c in contracts)} "
+                f"differ; undeclared: {', '.join(undeclared) or 'none'} (the inner decoder stacks "
+                "take the indices their outer class computes). Classes whose "
+                "`eagle3_captures_final_hidden_state` differs from what their forward does: "
+                f"{', '.join(r['class'] for r in flags) or 'none'}."
+            ),
+        ]
     header = " | ".join(label for _, label in CASES)
     for rule, rows in sorted(groups.items(), key=lambda item: -len(item[1])):
         lines += [
