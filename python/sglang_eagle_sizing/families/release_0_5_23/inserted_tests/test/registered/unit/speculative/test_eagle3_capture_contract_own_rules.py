@@ -47,7 +47,7 @@ def target(cls, model_cls):
     return target
 
 
-def captured(model, layer_ids):
+def capture(model, layer_ids):
     configure_aux_hidden_state_capture(
         model=model,
         eagle_use_aux_hidden_state=True,
@@ -56,6 +56,10 @@ def captured(model, layer_ids):
         dflash_target_layer_ids=None,
         is_dspark=False,
     )
+
+
+def captured(model, layer_ids):
+    capture(model, layer_ids)
     return list(model.model.layers_to_capture)
 
 
@@ -86,14 +90,7 @@ class TestOwnRulesCaptureContract(CustomTestCase):
         model.language_model = target(DeepseekV3ForCausalLM, DeepseekV2Model)
         for layer_ids in LAYER_IDS:
             with self.subTest(layer_ids=layer_ids):
-                configure_aux_hidden_state_capture(
-                    model=model,
-                    eagle_use_aux_hidden_state=True,
-                    eagle_aux_hidden_state_layer_ids=layer_ids,
-                    dflash_use_aux_hidden_state=False,
-                    dflash_target_layer_ids=None,
-                    is_dspark=False,
-                )
+                capture(model, layer_ids)
                 self.assertEqual(
                     model.language_model.model.layers_to_capture,
                     KimiK25ForConditionalGeneration.get_eagle3_layers_to_capture(
