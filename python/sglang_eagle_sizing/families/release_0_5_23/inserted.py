@@ -381,9 +381,9 @@ def _try_load_speculators_eagle3_config(
     return config
 '''
 
-#: After ``_handle_iquest_q1_mtp_draft`` in ``arg_groups/speculative_hook.py``, and called by
-#: ``_handle_eagle_family`` after it (the ``draft-check`` concern): the drafter is checked
-#: against its target where IQuest-Q1's drafter is, before any process loads weights.
+#: After ``_check_oot_speculative_algorithm`` in ``arg_groups/speculative_hook.py``, and
+#: called by ``_handle_eagle_family`` after it (the ``draft-check`` concern): the drafter is
+#: checked against its target with the server arguments, before any process loads weights.
 DRAFT_CHECK_HOOK = "_handle_eagle3_draft_check"
 DRAFT_CHECK_FUNCTION = '''
 

@@ -115,6 +115,9 @@ FINAL_HIDDEN_STATE_CLASSES = (
 #: (the other per-drafter decision).
 DRAFT_DTYPE = ("arg_groups/speculative_hook.py", "_handle_eagle_family")
 DRAFT_DTYPE_ANCHOR = "_handle_iquest_q1_mtp_draft"
+#: The drafter is checked against its target after the algorithm is
+#: (``_check_oot_speculative_algorithm``, ``_handle_eagle_family``'s first call).
+DRAFT_CHECK_ANCHOR = "_check_oot_speculative_algorithm"
 
 #: Where a model's config is read: ``config = AutoConfig.from_pretrained(...)`` in the HF
 #: parser, after upstream's own ``_try_load_*`` readers of configs it cannot read.

@@ -12,13 +12,16 @@ from sglang_eagle_sizing.families.release_0_5_23.inserted import (
     DRAFT_CHECK_HOOK,
 )
 from sglang_eagle_sizing.families.release_0_5_23.rules.draft_dtype import DrafterHookRule
+from sglang_eagle_sizing.families.release_0_5_23.sites import DRAFT_CHECK_ANCHOR
 
 
 class DraftCheckRule(DrafterHookRule):
-    """The drafter is checked before the draft's dtype is decided:
-    ``inserted.DRAFT_CHECK_FUNCTION``."""
+    """The drafter is checked first thing in ``_handle_eagle_family``, after the algorithm's
+    own check (``_check_oot_speculative_algorithm``): ``inserted.DRAFT_CHECK_FUNCTION``."""
 
     concerns = (concerns.DRAFT_CHECK,)
+    anchor = DRAFT_CHECK_ANCHOR
+    needles = (DRAFT_CHECK_ANCHOR,)
     hook = DRAFT_CHECK_HOOK
     function = DRAFT_CHECK_FUNCTION
     label = "draft-check"

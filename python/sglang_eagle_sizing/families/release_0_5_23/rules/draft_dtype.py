@@ -25,6 +25,8 @@ class DrafterHookRule(Rule):
     one's definition. Already there anywhere in the function or module: routed."""
 
     files = frozenset({DRAFT_DTYPE[0]})
+    #: the decision the hook follows, its call and its definition
+    anchor = DRAFT_DTYPE_ANCHOR
     needles = (DRAFT_DTYPE_ANCHOR,)
     hook = ""
     function = ""
@@ -38,7 +40,7 @@ class DrafterHookRule(Rule):
         if self.scope != DRAFT_DTYPE[1]:
             return updated_node
         body = list(updated_node.body)
-        calls = [i for i, stmt in enumerate(body) if _calls_only(stmt, DRAFT_DTYPE_ANCHOR)]
+        calls = [i for i, stmt in enumerate(body) if _calls_only(stmt, self.anchor)]
         if len(calls) != 1:
             return updated_node
         self.called = True
@@ -54,17 +56,15 @@ class DrafterHookRule(Rule):
         if not self.called:
             raise self.fail(
                 original_node,
-                f"{DRAFT_DTYPE[1]}: no {DRAFT_DTYPE_ANCHOR}(server_args) call to follow",
+                f"{DRAFT_DTYPE[1]}: no {self.anchor}(...) call to follow",
             )
         body = list(updated_node.body)
         names = [getattr(stmt, "name", None) for stmt in body]
-        defined = [
-            i for i, n in enumerate(names) if n is not None and n.value == DRAFT_DTYPE_ANCHOR
-        ]
+        defined = [i for i, n in enumerate(names) if n is not None and n.value == self.anchor]
         if any(n is not None and n.value == self.hook for n in names):
             return updated_node
         if len(defined) != 1:
-            raise self.fail(original_node, f"no top-level def {DRAFT_DTYPE_ANCHOR}")
+            raise self.fail(original_node, f"no top-level def {self.anchor}")
         new = cst.parse_module(self.function.lstrip("\n")).body[0]
         body.insert(defined[0] + 1, new.with_changes(leading_lines=two_blank_lines()))
         return updated_node.with_changes(body=body)
@@ -81,7 +81,7 @@ class DraftDtypeRule(DrafterHookRule):
 
 
 def _calls_only(stmt: cst.CSTNode, name: str) -> bool:
-    """``stmt`` is ``name(server_args)`` alone (its result unused)."""
+    """``stmt`` is a call of ``name`` alone (its result unused)."""
     return (
         isinstance(stmt, cst.SimpleStatementLine)
         and len(stmt.body) == 1

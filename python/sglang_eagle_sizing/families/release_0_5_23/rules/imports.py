@@ -13,6 +13,7 @@ from sglang_eagle_sizing.families.release_0_5_23.inserted import (
     TARGET_LAYER_IDS,
 )
 from sglang_eagle_sizing.families.release_0_5_23.rules.base import calls_to
+from sglang_eagle_sizing.families.release_0_5_23.sites import DRAFT_DTYPE
 from sglang_eagle_sizing.syntax import contains, dotted, statement
 
 
@@ -25,6 +26,8 @@ class ParserImportRule(Rule):
     needles = (PARSE, TARGET_LAYER_IDS)
 
     def leave_Module(self, original_node, updated_node):
+        if self.file == DRAFT_DTYPE[0]:
+            return updated_node  # the server arguments' functions import in their body
         used = {name for name in PROVIDED if contains(updated_node, calls_to(name))}
         body = list(updated_node.body)
         position = None

@@ -7,7 +7,10 @@ import tempfile
 import unittest
 from types import SimpleNamespace
 
-from sglang.srt.arg_groups.speculative_hook import _handle_eagle3_draft_check
+from sglang.srt.arg_groups.speculative_hook import (
+    _handle_eagle3_draft_check,
+    handle_speculative_decoding,
+)
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.runtime_context import SpawnRanks, create_context, use_context
 from sglang.srt.server_args import ServerArgs
@@ -126,9 +129,9 @@ class TestDraftCheck(CustomTestCase):
         self.check(eagle_config={"use_aux_hidden_state": False}, num_aux_hidden_states=4)
 
     def test_the_server_arguments_check_the_drafter(self):
-        server_args = self.server_args(LLAMA, num_aux_hidden_states=4)
+        # Refused while the speculative arguments are resolved, before any process starts.
         with self.assertRaisesRegex(ValueError, "num_aux_hidden_states=4"):
-            _handle_eagle3_draft_check(server_args)
+            handle_speculative_decoding(self.server_args(LLAMA, num_aux_hidden_states=4))
         _handle_eagle3_draft_check(self.server_args(LLAMA))
 
     def test_capture_without_a_drafter_is_not_checked(self):
