@@ -13,7 +13,6 @@ from sglang_eagle_sizing.families.release_0_5_23.inserted import (
     TARGET_LAYER_IDS,
 )
 from sglang_eagle_sizing.families.release_0_5_23.rules.base import calls_to
-from sglang_eagle_sizing.families.release_0_5_23.sites import DRAFT_DTYPE
 from sglang_eagle_sizing.syntax import contains, dotted, statement
 
 
@@ -26,9 +25,7 @@ class ParserImportRule(Rule):
     needles = (PARSE, TARGET_LAYER_IDS)
 
     def leave_Module(self, original_node, updated_node):
-        if self.file == DRAFT_DTYPE[0]:
-            return updated_node  # the server arguments' functions import in their body
-        used = {name for name in PROVIDED if contains(updated_node, calls_to(name))}
+        used = {name for name in PROVIDED if _called_unimported(updated_node, name)}
         body = list(updated_node.body)
         position = None
         for index, stmt in enumerate(body):
@@ -56,6 +53,25 @@ class ParserImportRule(Rule):
 
 
 PROVIDED = (PARSE, TARGET_LAYER_IDS)
+
+
+def _called_unimported(module: cst.Module, name: str) -> bool:
+    """Whether ``name`` is called outside every function that imports it in its body (as
+    the server arguments' functions do)."""
+
+    def imports_it(node: cst.CSTNode) -> bool:
+        return (
+            isinstance(node, cst.ImportFrom)
+            and not isinstance(node.names, cst.ImportStar)
+            and any(dotted(alias.name) == name for alias in node.names)
+        )
+
+    for stmt in module.body:
+        if isinstance(stmt, cst.FunctionDef) and contains(stmt, imports_it):
+            continue
+        if contains(stmt, calls_to(name)):
+            return True
+    return False
 
 
 def _import(names: set[str]) -> cst.BaseStatement:
