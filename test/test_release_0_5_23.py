@@ -344,10 +344,11 @@ def _sites(report: dict, side: str | None = None) -> dict[str, tuple]:
 
 
 def test_report_gives_every_site_as_patched_next_to_0_5_23(fork, tmp_path):
-    """A float16 drafter declaring 4 layer ids at the top level, on a bfloat16 target of 32
-    layers: 0.5.23 sizes its extend buffers for 4 layers, builds fc for 3, captures its 3
-    default layers and keeps float16; the patched tree captures the 4 declared layers and
-    sizes and types every site alike, each tree computed by its own code."""
+    """A float16 drafter declaring 4 hidden states at the top level (vLLM's key: indices
+    into output_hidden_states), on a bfloat16 target of 32 layers: 0.5.23 sizes its extend
+    buffers for 4 layers, builds fc for 3, captures its 3 default layers and keeps float16;
+    the patched tree captures the 4 declared hidden states and sizes and types every site
+    alike, each tree computed by its own code."""
     draft = tmp_path / "draft"
     draft.mkdir()
     config = json.loads((PAIR / "draft" / "config.json").read_text())
@@ -357,7 +358,7 @@ def test_report_gives_every_site_as_patched_next_to_0_5_23(fork, tmp_path):
     report = _report_json(fork, draft)
     assert report["pristine_source"].endswith("(not patched)")
     captured = [report[tree]["captured_hidden_states"] for tree in ("patched", "pristine")]
-    assert captured == [[2, 11, 21, 29], [2, 16, 29]]
+    assert captured == [[1, 10, 20, 28], [2, 16, 29]]
     patched, pristine = _sites(report), _sites(report, "pristine")
     extend = {r["site"] for r in report["sites"] if r["phase"] == "extend"} - {"LlamaModel.__init__"}
     assert len(extend) == 3
@@ -381,7 +382,7 @@ def test_report_gives_every_site_as_patched_next_to_0_5_23(fork, tmp_path):
         "float16 reads the target's bfloat16 hidden states: BFloat16 != Half)",
     }
     rules = {line.split(":", 1)[0].strip(): line for line in lines if " -> hidden states " in line}
-    assert rules["patched"].endswith("layer ids [1, 10, 20, 28] -> hidden states [2, 11, 21, 29]")
+    assert rules["patched"].endswith("layer ids [0, 9, 19, 27] -> hidden states [1, 10, 20, 28]")
     assert rules["released"].startswith(
         "  released: released (the class's method on a stand-in): "
         "LlamaForCausalLM.set_eagle3_layers_to_capture"
@@ -411,8 +412,9 @@ KIMI = ROOT / "test" / "data" / "kimi-k2-instruct__specforge-eagle3"
 def test_report_a_speculators_drafter_on_deepseek_captures_the_states_its_ids_name(
     fork, tmp_path
 ):
-    """DeepSeek-V3 takes SGLang's ids as given unless the first is 1: the patched tree gives
-    it the ids that capture output_hidden_states[3, 31, 59], not SGLang's [2, 30, 58]."""
+    """DeepSeek-V3 captures hidden states [2, 30, 58] for the layer ids [2, 30, 58] (its
+    rule adds 1 only when the first id is 1): the patched tree gives it the layer ids that
+    capture output_hidden_states[3, 31, 59], the speculators ids, as given."""
     config = json.loads((SPECULATORS / "draft" / "config.json").read_text())
     layer = {**config["transformer_layer_config"], "hidden_size": 7168}
     draft = tmp_path / "draft"
@@ -428,7 +430,7 @@ def test_report_a_speculators_drafter_on_deepseek_captures_the_states_its_ids_na
     )
     report = _report_json(fork, draft, KIMI / "target")
     assert report["patched"]["target_class"] == "DeepseekV3ForCausalLM"
-    assert report["patched"]["layer_ids"] == [2, 30, 58]
+    assert report["patched"]["layer_ids"] == [3, 31, 59]
     assert report["patched"]["captured_hidden_states"] == [3, 31, 59]
 
 
@@ -454,15 +456,17 @@ def test_report_on_a_patched_tree_reads_0_5_23_from_what_apply_saved(fork):
 
 
 def test_report_refuses_a_drafter_the_patched_tree_refuses(fork, tmp_path):
+    """Hidden state 32 of a 32-layer Llama, the last layer's output, which Llama's forward
+    does not capture: refused before load."""
     draft = tmp_path / "draft"
     draft.mkdir()
     config = json.loads((PAIR / "draft" / "config.json").read_text())
     (draft / "config.json").write_text(
-        json.dumps({**config, "eagle_aux_hidden_state_layer_ids": [1, 10, 31]})
+        json.dumps({**config, "eagle_aux_hidden_state_layer_ids": [1, 10, 32]})
     )
     code, out, err = run("report", "--sglang", str(fork), str(draft), str(PAIR / "target"))
     assert code == 2
-    assert err.startswith("error: ") and "31" in err and len(err.splitlines()) == 1
+    assert err.startswith("error: ") and "[1, 10, 32]" in err and len(err.splitlines()) == 1
     # what each tree does with the pair, under the release and tree it judged by
     assert out.splitlines()[0] == f"report: {SglangTree.locate(fork).describe()} (released)"
     verdicts = _verdicts(out)
@@ -531,7 +535,7 @@ def test_the_target_captures_what_transformers_gives_for_the_ids(patched_0_5_23,
     [
         # the converted speculators ids sit at the top level too
         ("capture: 0.5.23's reading (eagle_config ids only)", {"ids at the top level", "speculators format"}),
-        ("speculators format: layer ids taken as SGLang's (off by one)", {"speculators format"}),
+        ("speculators format: the ids converted as SGLang counts layers (off by one)", {"speculators format"}),
     ],
 )
 def test_the_capture_oracle_catches_a_wrong_reading_of_the_ids(patched_0_5_23, tmp_path, mutant, caught):

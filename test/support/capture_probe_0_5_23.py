@@ -90,18 +90,18 @@ SPECULATORS = {
     "draft_vocab_size": 96,
     "target_hidden_size": HIDDEN,
 }
-#: drafter -> (its config.json, the indices into output_hidden_states its layer ids mean).
-#: SGLang's id i names layer i's output, hidden_states[i + 1]; the speculators library's id k
-#: is hidden_states[k] ("speculators uses the layer id directly",
-#: speculators/convert/dflash/converter.py); no ids: SGLang's default layers, the inputs of
-#: layers 2, L // 2 and L - 3
+#: drafter -> (its config.json, the indices into output_hidden_states its ids mean).
+#: ``eagle_config``'s id i is SGLang's, layer i's output, hidden_states[i + 1]; the top
+#: level's id k is vLLM's, hidden_states[k], as is the speculators library's ("speculators
+#: uses the layer id directly", speculators/convert/dflash/converter.py); no ids: SGLang's
+#: default layers, the inputs of layers 2, L // 2 and L - 3
 DRAFTERS = {
     "ids in eagle_config": (
         {**DRAFT, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 3, 5]}},
         [1, 4, 6],
     ),
     "ids at the top level": (
-        {**DRAFT, "eagle_aux_hidden_state_layer_ids": [0, 3, 5, 6]},
+        {**DRAFT, "eagle_aux_hidden_state_layer_ids": [1, 4, 6, 7]},
         [1, 4, 6, 7],
     ),
     "no ids": (DRAFT, [2, LAYERS // 2, LAYERS - 3]),
