@@ -93,6 +93,27 @@ def test_gemma3_patched_hands_on_each_layers_output(probed):
     assert [c["is"] for c in row["chunks"]] == ["k", "k", "k", "L-pre"], row["chunks"]
 
 
+def test_the_packaged_audit_is_what_the_sample_gives(probed):
+    """report reads the audit from data/captured_tensors.json: the sample's classes there are
+    what the probe gives now (a stale file, or a capture changed since, fails)."""
+    import json
+
+    script, results = probed
+    packaged = json.loads((REPO / "python/sglang_eagle_sizing/data/captured_tensors.json").read_text())
+    for family, (pairs, trees) in SAMPLE.items():
+        fresh = {
+            "released": results[family]["released"],
+            "patched": results[family].get("patched", results[family]["released"]),
+        }
+        release = fresh["released"]["version"]
+        audited = script.audit_data({family: fresh}, script.NUM_LAYERS)["releases"][release]
+        for file, name in pairs:
+            [entry] = [e for e in packaged["releases"][release][name] if e["file"] == file]
+            [now] = [e for e in audited[name] if e["file"] == file]
+            for tree in trees:
+                assert entry[tree] == now[tree], f"{release} {name} {tree}: regenerate the audit"
+
+
 def test_the_sample_rows_equal_the_committed_table(probed):
     script, results = probed
     committed = script.table_rows(TABLE.read_text(encoding="utf-8"))

@@ -482,7 +482,8 @@ def test_report_without_sglang_judges_the_installed_tree_by_its_family(
 ):
     """Issue 43: with 0.5.23 the sglang the report reads (no --sglang), the Gemma-3 pair is
     judged by 0.5.23's code, not 0.5.11's, and the first line says so; Gemma-3's model
-    captures its last layer's output, so both trees serve it."""
+    captures its last layer's output, so both trees serve it, the release with each layer's
+    MLP branch where the drafter was trained on the hidden states (upstream #39286)."""
     located = SglangTree.locate.__func__
 
     def installed_is_0_5_23(cls, path=None, *args, **kwargs):
@@ -494,8 +495,23 @@ def test_report_without_sglang_judges_the_installed_tree_by_its_family(
     tree = SglangTree.locate(release_0_5_23)
     assert tree.family is families.AFTER_REFACTOR
     assert out.splitlines()[0] == f"report: {tree.describe()} (released)"
-    assert _verdicts(out) == {"patched": "serves", "released": "serves"}
+    branch = "each layer's MLP branch without the residual"
+    assert _verdicts(out) == {
+        "patched": "serves",
+        "released": f"serves, handing the drafter other states than it was trained on ({branch})",
+    }
     assert "hidden states [2, 30, 62] (62: the last layer's output, which its forward captures)" in out
+    lines = out.splitlines()
+    start = lines.index(
+        "tensor the target class Gemma3ForConditionalGeneration hands the drafter, audited on "
+        "SGLang 0.5.23 against transformers:"
+    )
+    assert lines[start + 1 : start + 4] == [
+        "  patched:  the hidden states (the residual stream, as transformers' output_hidden_states)",
+        f"  released: {branch}",
+        f"warning: released hands the drafter {branch}, not the hidden states EAGLE-3 drafters "
+        "are trained on (upstream #39286)",
+    ]
     assert "None" not in out
 
 

@@ -288,8 +288,8 @@ def _assert_text(text: str, report: dict) -> None:
     assert set(verdicts) == {"patched", "released"}, verdicts
     for verdict in verdicts.values():
         assert verdict == "serves" or verdict.startswith(
-            ("serves (", "fails at the first request in ", "refused at start-up (",
-             "fails at start-up (")
+            ("serves (", "serves, handing the drafter other states ",
+             "fails at the first request in ", "refused at start-up (", "fails at start-up (")
         ), verdict
     assert "None" not in text, [line for line in text.splitlines() if "None" in line]
 
@@ -371,6 +371,9 @@ def test_report_answers_a_sample_of_shared_pairs_on_0_5_23():
     # Gemma-3's model captures its last layer's output: the patched tree serves it as well
     patched = runs[names[1]]["report"]["patched"]
     assert (patched["refusal"], patched["captured_hidden_states"]) == (None, [2, 30, 62])
+    # the tensor each tree hands on, from the audit: the release's MLP branches (#39286)
+    assert gemma["captured_tensor"]["tensor"] == "mlp-branch"
+    assert patched["captured_tensor"]["tensor"] == "hidden-states"
     oss = runs[names[2]]["report"]
     assert any("quantization_config (mxfp4)" in note for note in oss["adaptations"])
     assert oss["pristine"]["captured_hidden_states"] == [2, 12, 22]
@@ -429,6 +432,35 @@ def test_a_verdict_is_derived_from_what_the_trees_computed():
     assert _verdict(refused) == "refused at start-up (eagle_config.eagle_aux_hidden_state_layer_ids)"
     raised = _side(capture_error="AttributeError: no set_eagle3_layers_to_capture")
     assert _verdict(raised) == "fails at start-up (AttributeError: no set_eagle3_layers_to_capture)"
+
+
+def test_the_tensor_each_tree_hands_on_is_the_audits():
+    """From the audit (data/captured_tensors.json, written by scripts/captured_tensors_table.py
+    with its table; test_captured_tensors.py probes a sample against it): 0.5.23's released
+    Gemma-3 hands on each layer's MLP branch, the patched one the hidden states; what the audit
+    did not run is said to be unaudited, never guessed."""
+    from sglang_eagle_sizing.report.captured_tensors import handed_on
+
+    released = handed_on("0.5.23", "Gemma3ForConditionalGeneration", "pristine")
+    assert (released["tensor"], released["trained_on"]) == ("mlp-branch", False)
+    patched = handed_on("0.5.23", "Gemma3ForConditionalGeneration", "patched")
+    assert (patched["tensor"], patched["trained_on"]) == ("hidden-states", True)
+    assert handed_on("0.5.11", "DeepseekV3ForCausalLM", "pristine")["trained_on"] is True
+    assert handed_on("0.5.10", "LlamaForCausalLM", "patched") == {
+        "tensor": None,
+        "trained_on": None,
+        "audited_on": None,
+        "described": "not audited on SGLang 0.5.10 (the audit covers SGLang 0.5.11 and 0.5.23)",
+    }
+    stopped = handed_on("0.5.23", "MiniMaxM2ForCausalLM", "patched")
+    assert stopped["trained_on"] is None
+    assert stopped["described"].startswith("not audited: stopped on the CPU (")
+    # serving on the branch: it serves, and the verdict says what the drafter is handed
+    assert _verdict(_side(captured_tensor=released)) == (
+        "serves, handing the drafter other states than it was trained on (each layer's MLP "
+        "branch without the residual)"
+    )
+    assert _verdict(_side(captured_tensor=patched)) == "serves"
 
 
 def test_a_class_that_declares_its_rule_is_asked_before_anything_is_built():

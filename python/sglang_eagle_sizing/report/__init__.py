@@ -158,6 +158,7 @@ class Trees:
 
     def __init__(self, tree: SglangTree):
         pristine, patched, self.origin, self.tree_patched = tree_sources(tree)
+        self.version = tree.version and tree.version.number
         self._scratch = Path(tempfile.mkdtemp(prefix="sglang-eagle-sizing-report-"))
         self.pristine = _copy_site_files(pristine, self._scratch / "pristine")
         self.patched = _copy_site_files(patched, self._scratch / "patched")
@@ -186,7 +187,7 @@ def build(draft_dir: Path, target_dir: Path, algorithm: str | None, tree: Sglang
 def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-    from sglang_eagle_sizing.report import serving
+    from sglang_eagle_sizing.report import captured_tensors, serving
     from sglang_eagle_sizing.report.evaluate import evaluate_tree, load_eagle_info, load_spec_info
 
     settings = default_settings(algorithm, pair.target)
@@ -214,6 +215,7 @@ def build_for_pair(pair, algorithm: str, trees: Trees) -> dict:
     refusal = patched_side.get("refusal")
     for values, is_patched in ((patched_side, True), (pristine_side, False)):
         values["capture_rule"] = serving.capture_rule(values, is_patched)
+    captured_tensors.attach({"patched": patched_side, "pristine": pristine_side}, trees.version)
     now = evaluate_tree(trees.patched, built, algorithm, settings, use_aux, num_aux)
     before = evaluate_tree(trees.pristine, pair, algorithm, settings, use_aux, num_aux)
     old = {(v.worker_kind, v.site.scope, v.occurrence): v for v in before}

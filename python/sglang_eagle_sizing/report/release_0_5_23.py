@@ -67,6 +67,7 @@ SIDE_KEYS = (
     "target_class",  # the class whose own method computed captured_hidden_states
     "capture_error",  # what stopped that method (None: nothing)
     "capture_rule",  # the class's rule: declared, undeclared or released (report/serving.py)
+    "captured_tensor",  # the tensor the class hands on, from the audit (captured_tensors.py)
     "verdict",  # what serving the pair does on that tree (report/serving.py)
 )
 
@@ -186,10 +187,12 @@ def _target(patched: dict, pristine: dict) -> dict:
     }
 
 
-def _judged(patched: dict, pristine: dict, algorithm: str) -> None:
-    """Each side's capture rule and verdict (``serving.py``), from what the probes gave."""
-    from sglang_eagle_sizing.report import serving
+def _judged(patched: dict, pristine: dict, algorithm: str, version: str | None) -> None:
+    """Each side's capture rule, captured tensor (the audit's, for a tree of ``version``) and
+    verdict (``serving.py``), from what the probes gave."""
+    from sglang_eagle_sizing.report import captured_tensors, serving
 
+    captured_tensors.attach({"patched": patched, "pristine": pristine}, version)
     target = _target(patched, pristine)
     config_dtype = pristine.get("draft_dtype")  # the release builds it in its config's
     for values, is_patched_side in ((patched, True), (pristine, False)):
@@ -219,7 +222,7 @@ def build(draft: Path, target: Path, algorithm: str, tree: SglangTree) -> dict:
                 for root in (patched_root, pristine_root)
             ]
             patched, pristine = (run.result() for run in runs)
-    _judged(patched, pristine, algorithm)
+    _judged(patched, pristine, algorithm, tree.version and tree.version.number)
     return {
         "family": tree.family.name,
         "tree": {

@@ -73,10 +73,29 @@ def verdict(
     config_dtype: str | None,
 ) -> str:
     """What serving the pair does on one tree. ``values``: that tree's side (``refusal``,
-    ``capture_error``, ``draft_dtype``, ``eagle_use_aux_hidden_state``, ``capture_rule``);
-    ``target``: ``dtype``, ``hidden_size``, ``num_layers``; ``fc_width``: the drafter's
-    ``fc`` in-features on that tree (None: no ``fc`` computed); ``config_dtype``: the dtype
-    the drafter's own config resolves to."""
+    ``capture_error``, ``draft_dtype``, ``eagle_use_aux_hidden_state``, ``capture_rule``,
+    ``captured_tensor``); ``target``: ``dtype``, ``hidden_size``, ``num_layers``;
+    ``fc_width``: the drafter's ``fc`` in-features on that tree (None: no ``fc`` computed);
+    ``config_dtype``: the dtype the drafter's own config resolves to."""
+    from sglang_eagle_sizing.report.captured_tensors import untrained
+
+    served = _verdict(
+        values, algorithm=algorithm, target=target, fc_width=fc_width, config_dtype=config_dtype
+    )
+    what = untrained(values)
+    if what and served.startswith("serves"):
+        return f"{served}, handing the drafter other states than it was trained on ({what})"
+    return served
+
+
+def _verdict(
+    values: dict,
+    *,
+    algorithm: str,
+    target: dict,
+    fc_width: int | None,
+    config_dtype: str | None,
+) -> str:
     if values.get("refusal"):
         return f"refused at start-up ({refused_key(values['refusal'])})"
     rule = values.get("capture_rule")
@@ -165,6 +184,8 @@ def header(tree: dict) -> str:
 def serving_lines(report: dict) -> list[str]:
     """The verdict per tree and, for an EAGLE-3 pair, the target class's capture rule per
     tree: the lines both families print after the pair."""
+    from sglang_eagle_sizing.report import captured_tensors
+
     lines = ["serving (--dtype auto):"]
     for side, label in (("patched", "patched: "), ("pristine", "released:")):
         lines.append(f"  {label} {report[side].get('verdict') or 'not computed'}")
@@ -187,4 +208,4 @@ def serving_lines(report: dict) -> list[str]:
                 f"{layer_ids_text(values.get('layer_ids'))} -> "
                 f"{captured_text(rules[side], report['target'].get('num_layers'))}"
             )
-    return lines
+    return lines + captured_tensors.lines(report)
