@@ -103,6 +103,14 @@ def _side(report: dict, key: str) -> str:
     return f"{side.get('layer_ids')} → {side.get('captured_hidden_states')}"
 
 
+def _tensor(report: dict, key: str) -> str:
+    """The tensor that tree's target class hands the drafter, from the audit."""
+    tensor = report[key].get("captured_tensor")
+    if not tensor:
+        return "-"
+    return f"**{tensor['tensor']}**" if tensor["trained_on"] is False else tensor["tensor"] or "not audited"
+
+
 def render(runs: list[dict], sources: dict[str, list[Path]]) -> str:
     ok = sum(answered(r) for r in runs)
     lines = [
@@ -115,19 +123,22 @@ def render(runs: list[dict], sources: dict[str, list[Path]]) -> str:
         "the class captures (indices into transformers' `output_hidden_states`, 0 = "
         "embeddings), computed by the class's own `set_eagle3_layers_to_capture` on a stand-in "
         "(`capture_standin.py`); `-`: the pair captures nothing (not EAGLE-3, or no aux states); "
-        "`refused`: the tree refuses the pair at start-up (the reason below).",
+        "`refused`: the tree refuses the pair at start-up (the reason below). Tensor: what the "
+        "target class hands the drafter on each tree, from the audit "
+        "([captured-tensors.md](captured-tensors.md)), in bold where it is not the hidden "
+        "states EAGLE-3 drafters are trained on.",
         "",
         f"{ok} of {len(runs)} runs answered (exit 0, or exit 2 with the pair's JSON and a "
         + f"refusal); total {sum(r['seconds'] for r in runs):.0f} s on this 2-core machine.",
         "",
-        "| pair | family | exit | target class | patched | released | refusal (patched) / error | s |",
-        "| --- | --- | ---: | --- | --- | --- | --- | ---: |",
+        "| pair | family | exit | target class | patched | released | tensor (patched / released) | refusal (patched) / error | s |",
+        "| --- | --- | ---: | --- | --- | --- | --- | --- | ---: |",
     ]
     for run in runs:
         report = run["report"]
         if report is None:
             lines.append(
-                f"| {run['pair']} | {run['family']} | {run['exit']} | - | - | - | FAILED: "
+                f"| {run['pair']} | {run['family']} | {run['exit']} | - | - | - | - | FAILED: "
                 f"{run['stderr'][:200]} | {run['seconds']} |"
             )
             continue
@@ -142,7 +153,8 @@ def render(runs: list[dict], sources: dict[str, list[Path]]) -> str:
         reason = reason.replace("|", "/").replace(str(REPO) + "/", "")[:220]
         lines.append(
             f"| {run['pair']} | {run['family']} | {run['exit']} | {target_class} | "
-            f"{_side(report, 'patched')} | {_side(report, 'pristine')} | {reason} | {run['seconds']} |"
+            f"{_side(report, 'patched')} | {_side(report, 'pristine')} | "
+            f"{_tensor(report, 'patched')} / {_tensor(report, 'pristine')} | {reason} | {run['seconds']} |"
         )
     adapted = sorted(
         {a for r in runs if r["report"] for a in r["report"].get("adaptations", [])}
