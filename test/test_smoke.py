@@ -606,3 +606,19 @@ def test_class_cases_of_both_families_name_their_class_and_drafter_style():
         for name, case in named.items():
             assert case.target.architecture == CLASSES[name.split("-eagle3-")[0]][0]
             assert case.drafter.format == ("speculators" if "-speculators-" in name else "hf")
+
+
+def test_a_speculators_id_l_means_the_last_layers_output_before_the_norm():
+    """The speculators library's id ``L`` (its ``launch_vllm.py --include-last-layer``) is the
+    last layer's output before the final norm, as vLLM captures it, not transformers'
+    ``hidden_states[L]`` (after the norm); SGLang's ids in ``eagle_config`` mean what the
+    class's own rule captures, so nothing is expected of them here."""
+    from sglang_eagle_sizing.smoke.capture import meant_states
+    from sglang_eagle_sizing.smoke.class_cases import class_case
+
+    gpt_oss = class_case("gpt-oss", "speculators", "v2")
+    assert meant_states(gpt_oss.drafter, gpt_oss.target) == ["1", "2", "L-pre"]
+    assert meant_states(class_case("qwen3-moe", "speculators", "v2").drafter,
+                        class_case("qwen3-moe", "speculators", "v2").target) == ["1", "2", "3"]
+    specforge = class_case("gpt-oss", "specforge", "v2")
+    assert meant_states(specforge.drafter, specforge.target) is None

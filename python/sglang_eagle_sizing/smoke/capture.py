@@ -126,13 +126,16 @@ def captured_states(aux_dir: Path, target_dir: Path, prompts, hidden: int) -> di
 def meant_states(drafter, target) -> list[str] | None:
     """The hidden states a drafter's ids name where they are indices (a speculators drafter's,
     and ids at the top level of a config: vLLM's key), as labels: the index as given
-    (``models.hidden_state_of``), on every class. None for SGLang's ids in ``eagle_config``
-    (SpecForge's), whose meaning is the class's own rule in each release (what the unpatched
-    release captures), and without ids."""
+    (``models.hidden_state_of``), on every class; the index ``L`` (the target's layer count) is
+    ``"L-pre"``, the last layer's output before the final norm, as vLLM captures it for the
+    speculators library (its ``launch_vllm.py --include-last-layer``). None for SGLang's ids in
+    ``eagle_config`` (SpecForge's), whose meaning is the class's own rule in each release (what
+    the unpatched release captures), and without ids."""
     from sglang_eagle_sizing.smoke.models import hidden_state_of, ids_meaning
 
     if drafter is None or drafter.aux_layer_ids is None:
         return None
     if ids_meaning(drafter) != "speculators":
         return None
-    return [str(hidden_state_of(i, "speculators")) for i in drafter.aux_layer_ids]
+    states = [hidden_state_of(i, "speculators") for i in drafter.aux_layer_ids]
+    return ["L-pre" if k == target.num_layers else str(k) for k in states]

@@ -18,9 +18,11 @@ and reported beside what the drafter's ids mean, on the patched tree and the unp
   ``[3, 31, 59]``: converted to SGLang's ``[2, 3, 4]``, whose first id is not 1);
 - ``gpt-oss``: ``GptOssForCausalLM`` unquantized (4 experts, sliding and full attention
   alternating, attention sinks), rule: ids as given when the largest is ``num_hidden_layers``;
-  4 layers, ids ``[1, 2, 4]`` ending at the final boundary / speculators ``[1, 2, 3]``;
+  4 layers, ids ``[1, 2, 4]`` ending at the final boundary / speculators ``[1, 2, 4]``, whose
+  ``4`` (``L``) is the last layer's output before the final norm, as the speculators library's
+  ``launch_vllm.py --include-last-layer`` asks vLLM for it;
 - ``gemma3``: ``Gemma3ForCausalLM`` (text only), 4 layers, ids ``[0, 1, 2]`` / speculators
-  ``[1, 2, 3]``.
+  ``[1, 2, 4]`` (its forward captures the final boundary too).
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ from sglang_eagle_sizing.smoke.models import DrafterSpec, TargetSpec
 CLASSES = {
     "qwen3-moe": ("Qwen3MoeForCausalLM", 4, (0, 1, 2), (1, 2, 3)),
     "deepseek-v3": ("DeepseekV3ForCausalLM", 6, (1, 2, 4), (3, 4, 5)),
-    "gpt-oss": ("GptOssForCausalLM", 4, (1, 2, 4), (1, 2, 3)),
-    "gemma3": ("Gemma3ForCausalLM", 4, (0, 1, 2), (1, 2, 3)),
+    "gpt-oss": ("GptOssForCausalLM", 4, (1, 2, 4), (1, 2, 4)),
+    "gemma3": ("Gemma3ForCausalLM", 4, (0, 1, 2), (1, 2, 4)),
 }
 #: the run without speculation's attention backend where torch_native cannot serve the class:
 #: MLA's extend reaches torch_native_backend.py's SDPA with the latent as the value
