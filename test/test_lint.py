@@ -75,3 +75,16 @@ def test_inserted_code_of_0_5_23_is_black_formatted():
 def test_patched_tree_has_nothing_left_to_route(patched_root):
     report = check_tree(SglangTree.locate(patched_root / "sglang"))
     assert report.routed and not report.unrouted
+
+
+def test_inserted_test_files_are_black_formatted():
+    """The fork test files both families add, as black writes them (SGLang's pre-commit runs
+    black on every file a patch adds)."""
+    from pathlib import Path
+
+    families = Path(inserted.__file__).resolve().parents[1]
+    files = sorted(families.glob("*/inserted_tests/**/*.py"))
+    assert len(files) > 12
+    for path in files:
+        text = path.read_text()
+        assert black.format_str(text, mode=black.Mode()) == text, path

@@ -236,6 +236,24 @@ def test_sglangs_suite_runner_collects_every_file_the_patch_adds(patched_0_5_23)
     assert result.stdout.split() == ["['base-a-test-cpu']", str(len(files))], result.stdout
 
 
+def test_black_rewrites_no_line_the_patch_writes(patched_0_5_23):
+    """SGLang's pre-commit runs black on what a patch touches: no line the patch adds or
+    changes, in the model files it edits or the files it adds, is one black would rewrite
+    (what black rewrites in the release's own lines is the release's)."""
+    import black
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import upstream_precommit as hooks
+
+    diff = git(patched_0_5_23, "diff", "-U0", "HEAD~1", "HEAD", "--", "*.py")
+    found = []
+    for path, added in hooks.added_lines(diff).items():
+        text = (patched_0_5_23 / path).read_text()
+        blocks = hooks.rewrite_blocks(path, "black", text, black.format_str(text, mode=black.Mode()))
+        found += [f"{b.path}:{b.line}: {b.message}" for b in blocks if hooks.keep(b, added, [])]
+    assert found == []
+
+
 @pytest.mark.parametrize("test", UNIT_TESTS, ids=lambda t: t.rsplit("/", 1)[-1])
 def test_each_fork_test_passes_on_the_patched_tree(patched_0_5_23, test):
     result = _fork_test(patched_0_5_23, test)

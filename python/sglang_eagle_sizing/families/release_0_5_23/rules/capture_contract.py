@@ -284,7 +284,8 @@ def _rule_contract(setter: cst.FunctionDef, param: cst.Param):
     else:
         hand_over = f"{kind} = {call}\n"
     after_guards = [*flags, *statements_with_comments(hand_over, 8)]
-    if guards and _blank_before(body[0]):
+    if guards and _blank_before(body[0]) and not _blank_before(after_guards[0]):
+        # the blank line after the guards, once (a flag kept from the body carries it)
         after_guards[0] = after_guards[0].with_changes(
             leading_lines=[cst.EmptyLine(indent=False), *after_guards[0].leading_lines]
         )

@@ -1,5 +1,5 @@
 """Qwen3-MoE says, from its config alone, which hidden states it captures for an EAGLE-3
-drafter's layer ids, and hands exactly those to its inner model, which flags its layers."""
+drafter's layer ids, and hands those to its inner model, which flags its layers."""
 
 import unittest
 from types import SimpleNamespace

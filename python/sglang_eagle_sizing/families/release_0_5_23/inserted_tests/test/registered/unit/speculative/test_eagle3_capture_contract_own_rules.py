@@ -1,6 +1,6 @@
 """The classes with EAGLE-3 capture rules of their own (DeepSeek-V3, GPT-OSS), the last
 layer's output (Gemma-3) or a language model to ask (Kimi-K2.5) say, from their config
-alone, which hidden states they capture for a drafter's layer ids, and capture exactly that."""
+alone, which hidden states they capture for a drafter's layer ids, and capture them."""
 
 import unittest
 from types import SimpleNamespace

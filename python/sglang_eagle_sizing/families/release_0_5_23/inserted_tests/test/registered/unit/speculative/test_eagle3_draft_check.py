@@ -126,12 +126,16 @@ class TestDraftCheck(CustomTestCase):
         self.check(GPT_OSS, eagle_config={LAYER_IDS: [1, 3, 6]})
 
     def test_a_drafter_without_aux_hidden_states_is_not_checked(self):
-        self.check(eagle_config={"use_aux_hidden_state": False}, num_aux_hidden_states=4)
+        self.check(
+            eagle_config={"use_aux_hidden_state": False}, num_aux_hidden_states=4
+        )
 
     def test_the_server_arguments_check_the_drafter(self):
         # Refused while the speculative arguments are resolved, before any process starts.
         with self.assertRaisesRegex(ValueError, "num_aux_hidden_states=4"):
-            handle_speculative_decoding(self.server_args(LLAMA, num_aux_hidden_states=4))
+            handle_speculative_decoding(
+                self.server_args(LLAMA, num_aux_hidden_states=4)
+            )
         _handle_eagle3_draft_check(self.server_args(LLAMA))
 
     def test_capture_without_a_drafter_is_not_checked(self):
