@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO / "benchmark"))
 
 from sglang_eagle_sizing.cli import main as cli_main  # noqa: E402
 from sglang_eagle_sizing.families import AFTER_REFACTOR, BEFORE_REFACTOR  # noqa: E402
-from sglang_eagle_sizing.smoke import cache_dir, smoke  # noqa: E402
+from sglang_eagle_sizing.smoke import _layers, cache_dir, smoke  # noqa: E402
 from sglang_eagle_sizing.smoke.cases import cases_for  # noqa: E402
 from sglang_eagle_sizing.smoke.class_cases import CLASSES  # noqa: E402
 from sglang_eagle_sizing.smoke.runner import release_root  # noqa: E402
@@ -168,9 +168,11 @@ def table(reports: list[dict]) -> str:
                 if meant is not None:
                     expected, expected_text = meant, "[" + ", ".join(meant) + "]"
                 elif label == "patched" and release_capture is not None:
-                    expected = release_capture
+                    # the layers the release captured, as hidden states (a layer's branch
+                    # without its residual, 0.5.23's Gemma-3, read as that layer's output)
+                    expected = _layers(release_capture)
                     expected_text = (
-                        "as unpatched: [" + ", ".join(str(k) for k in release_capture) + "]"
+                        "unpatched's layers: [" + ", ".join(str(k) for k in expected) + "]"
                     )
                 else:
                     expected, expected_text = None, "-"

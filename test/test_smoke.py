@@ -617,7 +617,7 @@ def test_a_speculators_id_l_means_the_last_layers_output_before_the_norm():
     from sglang_eagle_sizing.smoke.class_cases import class_case
 
     gpt_oss = class_case("gpt-oss", "speculators", "v2")
-    assert meant_states(gpt_oss.drafter, gpt_oss.target) == ["1", "2", "L-pre"]
+    assert meant_states(gpt_oss.drafter, gpt_oss.target) == ["1", "2", "4-pre"]
     assert meant_states(class_case("qwen3-moe", "speculators", "v2").drafter,
                         class_case("qwen3-moe", "speculators", "v2").target) == ["1", "2", "3"]
     specforge = class_case("gpt-oss", "specforge", "v2")

@@ -127,7 +127,8 @@ def meant_states(drafter, target) -> list[str] | None:
     """The hidden states a drafter's ids name where they are indices (a speculators drafter's,
     and ids at the top level of a config: vLLM's key), as labels: the index as given
     (``models.hidden_state_of``), on every class; the index ``L`` (the target's layer count) is
-    ``"L-pre"``, the last layer's output before the final norm, as vLLM captures it for the
+    ``"L-pre"`` (``"4-pre"`` for 4 layers), the last layer's output before the final norm, as
+    ``capture.py`` labels it and vLLM captures it for the
     speculators library (its ``launch_vllm.py --include-last-layer``). None for SGLang's ids in
     ``eagle_config`` (SpecForge's), whose meaning is the class's own rule in each release (what
     the unpatched release captures), and without ids."""
@@ -138,4 +139,4 @@ def meant_states(drafter, target) -> list[str] | None:
     if ids_meaning(drafter) != "speculators":
         return None
     states = [hidden_state_of(i, "speculators") for i in drafter.aux_layer_ids]
-    return ["L-pre" if k == target.num_layers else str(k) for k in states]
+    return [f"{k}-pre" if k == target.num_layers else str(k) for k in states]
