@@ -79,23 +79,6 @@ def verdict(
     ``config_dtype``: the dtype the drafter's own config resolves to."""
     from sglang_eagle_sizing.report.captured_tensors import untrained
 
-    served = _verdict(
-        values, algorithm=algorithm, target=target, fc_width=fc_width, config_dtype=config_dtype
-    )
-    what = untrained(values)
-    if what and served.startswith("serves"):
-        return f"{served}, handing the drafter other states than it was trained on ({what})"
-    return served
-
-
-def _verdict(
-    values: dict,
-    *,
-    algorithm: str,
-    target: dict,
-    fc_width: int | None,
-    config_dtype: str | None,
-) -> str:
     if values.get("refusal"):
         return f"refused at start-up ({refused_key(values['refusal'])})"
     rule = values.get("capture_rule")
@@ -124,9 +107,13 @@ def _verdict(
             f"{draft} reads the target's {theirs} hidden states: {names})"
         )
     own = short(config_dtype)
+    served = "serves"
     if algorithm in ("EAGLE", "EAGLE3") and draft and own and draft != own:
-        return f"serves (the draft model built in the target's {draft}, not its config's {own}; one log line)"
-    return "serves"
+        served = f"serves (the draft model built in the target's {draft}, not its config's {own}; one log line)"
+    what = untrained(values)  # what the target hands on that the drafter was not trained on
+    if what:
+        return f"{served}, handing the drafter other states than it was trained on ({what})"
+    return served
 
 
 def captured_text(rule: dict | None, num_layers: int | None = None) -> str:
