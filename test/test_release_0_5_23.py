@@ -236,13 +236,13 @@ def test_sglangs_suite_runner_collects_every_file_the_patch_adds(patched_0_5_23)
     assert result.stdout.split() == ["['base-a-test-cpu']", str(len(files))], result.stdout
 
 
-def test_black_rewrites_no_line_the_patch_writes(patched_0_5_23):
+def test_black_rewrites_no_line_the_patch_writes(patched_0_5_23, monkeypatch):
     """SGLang's pre-commit runs black on what a patch touches: no line the patch adds or
     changes, in the model files it edits or the files it adds, is one black would rewrite
     (what black rewrites in the release's own lines is the release's)."""
     import black
 
-    sys.path.insert(0, str(ROOT / "scripts"))
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     import upstream_precommit as hooks
 
     diff = git(patched_0_5_23, "diff", "-U0", "HEAD~1", "HEAD", "--", "*.py")
