@@ -21,11 +21,13 @@ LLAMA = SRT + "models/llama.py"
 DEEPSEEK = SRT + "models/deepseek_v2.py"
 GPT_OSS = SRT + "models/gpt_oss.py"
 GEMMA3 = SRT + "models/gemma3_causal.py"
-#: a class's ``set_eagle3_layers_to_capture`` handing over what its contract answers
-SETTER_CAPTURES = (
-    r"self\.model\.layers_to_capture = self\.get_eagle3_layers_to_capture\(\n"
-    r"\s*self\.config, layer_ids\n\s*\)\n"
+#: a class's ``set_eagle3_layers_to_capture`` handing what its contract answers to its
+#: ``set_eagle3_hidden_states_to_capture``; ``SHIFTED_AT_ENTRY`` puts the ids one later first
+SETTER_HANDS_OVER = (
+    r"(\n(\s*)self\.set_eagle3_hidden_states_to_capture\(\n"
+    r"\s*self\.get_eagle3_layers_to_capture\(self\.config, layer_ids\)\n\s*\)\n)"
 )
+SHIFTED_AT_ENTRY = r"\n\2layer_ids = layer_ids and [i + 1 for i in layer_ids]\1"
 
 
 @dataclass(frozen=True)
@@ -115,9 +117,14 @@ MUTANTS = (
         ),
     ),
     Mutant(
-        "contract +1 (Llama): the capture computed apart from the declaration",
+        "contract +1 (Llama): ids shifted by one at the entry of its setter",
         TESTS + "test_eagle3_capture_contract.py",
-        _edit(LLAMA, SETTER_CAPTURES, "self.model.layers_to_capture = [2, 3, 4] if layer_ids is None else [v + 1 for v in layer_ids]\n"),
+        _edit(LLAMA, SETTER_HANDS_OVER, SHIFTED_AT_ENTRY),
+    ),
+    Mutant(
+        "contract +1 (Llama): indices shifted by one where they are captured",
+        TESTS + "test_eagle3_capture_contract.py",
+        _edit(LLAMA, r"= list\(hidden_state_ids\)", "= [i + 1 for i in hidden_state_ids]"),
     ),
     Mutant(
         "contract +1 (Llama): the declared rule changed",
@@ -125,9 +132,9 @@ MUTANTS = (
         _edit(LLAMA, r"return \[val \+ 1 for val in layer_ids\]", "return list(layer_ids)"),
     ),
     Mutant(
-        "contract first-id-1 (DeepSeek-V3): the capture computed apart from the declaration",
+        "contract first-id-1 (DeepSeek-V3): ids shifted by one at the entry of its setter",
         TESTS + "test_eagle3_capture_contract_own_rules.py",
-        _edit(DEEPSEEK, SETTER_CAPTURES, "self.model.layers_to_capture = [2, 4, 5] if layer_ids is None else [v + 1 for v in layer_ids]\n"),
+        _edit(DEEPSEEK, SETTER_HANDS_OVER, SHIFTED_AT_ENTRY),
     ),
     Mutant(
         "contract first-id-1 (DeepSeek-V3): the declared rule +1 always",
@@ -135,9 +142,9 @@ MUTANTS = (
         _edit(DEEPSEEK, r"if layer_ids and layer_ids\[0\] == 1:", "if True:"),
     ),
     Mutant(
-        "contract ids-ending-at-L (GPT-OSS): the capture computed apart from the declaration",
+        "contract ids-ending-at-L (GPT-OSS): ids shifted by one at the entry of its setter",
         TESTS + "test_eagle3_capture_contract_own_rules.py",
-        _edit(GPT_OSS, SETTER_CAPTURES, "self.model.layers_to_capture = [2, 4, 5] if layer_ids is None else [v + 1 for v in layer_ids]\n"),
+        _edit(GPT_OSS, SETTER_HANDS_OVER, SHIFTED_AT_ENTRY),
     ),
     Mutant(
         "contract ids-ending-at-L (GPT-OSS): the declared rule +1 always",
@@ -145,12 +152,12 @@ MUTANTS = (
         _edit(GPT_OSS, r"if layer_ids and max\(layer_ids\) == num_layers:", "if False:"),
     ),
     Mutant(
-        "contract per-layer flags (Qwen3-MoE): the capture computed apart from the declaration",
+        "contract per-layer flags (Qwen3-MoE): indices shifted by one where handed on",
         TESTS + "test_eagle3_capture_contract_handed_on.py",
         _edit(
             SRT + "models/qwen3_moe.py",
-            r"layers_to_capture = self\.get_eagle3_layers_to_capture\(self\.config, layer_ids\)\n",
-            "layers_to_capture = [2, 4, 5] if layer_ids is None else [v for v in layer_ids]\n",
+            r"self\.model\.set_eagle3_layers_to_capture\(hidden_state_ids\)",
+            "self.model.set_eagle3_layers_to_capture([i + 1 for i in hidden_state_ids])",
         ),
     ),
     Mutant(
@@ -169,9 +176,13 @@ MUTANTS = (
         _release(CAPTURE),
     ),
     Mutant(
-        "top-level ids: read as layer ids (off by one)",
+        "top-level ids: handed to the class's rule as layer ids (off by one)",
         TESTS + "test_eagle3_top_level_layer_ids.py",
-        _edit(PARSER, r"for layer_ids in \(\[i - 1 for i in indices\], list\(indices\)\):", "for layer_ids in (list(indices),):"),
+        _edit(
+            SRT + "model_executor/model_runner_components/attention_backend_setup.py",
+            r"model\.set_eagle3_hidden_states_to_capture\(eagle_aux_hidden_state_indices\)",
+            "model.set_eagle3_layers_to_capture(eagle_aux_hidden_state_indices)",
+        ),
     ),
     Mutant(
         "speculators format: not read (0.5.23's AutoConfig alone)",
@@ -189,9 +200,13 @@ MUTANTS = (
         _edit(CONFIG, r"config\.eagle_aux_hidden_state_layer_ids = list\(layer_ids\)", "config.eagle_aux_hidden_state_layer_ids = [i - 1 for i in layer_ids]"),
     ),
     Mutant(
-        "speculators format: the ids given to DeepSeek's rule unchanged",
+        "speculators format: the indices read as SGLang's layer ids (one less)",
         TESTS + "test_eagle3_speculators_format.py",
-        _edit(PARSER, r"for layer_ids in \(\[i - 1 for i in indices\], list\(indices\)\):", "for layer_ids in ([i - 1 for i in indices],):"),
+        _edit(
+            PARSER,
+            r"aux_hidden_state_indices=None if indices is None else list\(indices\)",
+            "aux_hidden_state_indices=None if indices is None else [i - 1 for i in indices]",
+        ),
     ),
     Mutant(
         "gemma3 capture: the branch alone (0.5.23's gemma3_causal.py)",

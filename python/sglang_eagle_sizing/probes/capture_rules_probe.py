@@ -151,12 +151,25 @@ def capture_of(model_class, hf_config, call) -> dict:
 #: ``layers_to_capture``, and whether its forward captures the last layer's output (index L)
 DECLARED = "get_eagle3_layers_to_capture"
 FINAL = "eagle3_captures_final_hidden_state"
+#: the path of hidden-state indices beside it: the class captures exactly those it is handed
+CAPTURE = "set_eagle3_hidden_states_to_capture"
 
 
-def declared_rule(model_class, hf_config, layer_ids) -> dict | None:
+def declared_rule(model_class, hf_config, layer_ids, hidden_state_ids=None) -> dict | None:
     """What ``model_class`` declares it captures for ``layer_ids`` (the ids the runner
     passes; None: the class's default layers), asked of the class with the target's config:
-    nothing is built. None: the class declares nothing."""
+    nothing is built; for ``hidden_state_ids`` (indices the runner hands its
+    ``set_eagle3_hidden_states_to_capture``), those. None: the class declares nothing."""
+    if hidden_state_ids is not None:
+        owner, _ = standin._defining(model_class, CAPTURE)
+        if owner is None:
+            return None
+        return {
+            "method": f"{owner.__name__}.{CAPTURE}",
+            "captures_final_hidden_state": getattr(model_class, FINAL, False) is True,
+            "captured_hidden_states": [int(i) for i in hidden_state_ids],
+            "error": None,
+        }
     method = getattr(model_class, DECLARED, None)
     if method is None:
         return None
@@ -307,7 +320,8 @@ def contract_module():
 def class_call(module, cls, config, draft: str, num_layers: int):
     """(call on a model, what it passes) for ``cls`` on a tree that resolves the ids per
     target class before load: the ids its contract gives for the drafter's hidden-state
-    indices, checked by ``check_eagle3_capture``; the refusal's text where it refuses."""
+    indices handed as they are, checked by ``check_eagle3_capture``; the refusal's text
+    where it refuses."""
     from sglang.srt.model_executor.model_runner_components.attention_backend_setup import (
         configure_aux_hidden_state_capture,
     )
@@ -318,21 +332,21 @@ def class_call(module, cls, config, draft: str, num_layers: int):
         parsed = module.parse_eagle3_draft_config(draft_hf_config=draft_hf_config)
         layer_ids = parsed.aux_hidden_state_layer_ids
         indices = getattr(parsed, "aux_hidden_state_indices", None)
-        if indices:
-            layer_ids = module.layer_ids_for_hidden_states(cls, config, indices)
         module.check_eagle3_capture(
             cls,
             config,
             num_layers,
             layer_ids,
             draft_hf_config=draft_hf_config,
-            declared=indices or layer_ids,
+            declared=layer_ids if indices is None else indices,
+            hidden_state_ids=indices,
         )
     except Exception as exc:  # noqa: BLE001  the tree's refusal
         return standin.one_line(exc), None
     fields = {
         "eagle_use_aux_hidden_state": parsed.use_aux_hidden_state,
         "eagle_aux_hidden_state_layer_ids": layer_ids,
+        "eagle_aux_hidden_state_indices": indices,
     }
 
     def call(model):

@@ -97,6 +97,8 @@ def _captured(server_args, target):
     out = {
         "eagle_use_aux_hidden_state": struct.eagle_use_aux_hidden_state,
         "layer_ids": struct.eagle_aux_hidden_state_layer_ids,
+        # hidden-state indices handed as they are (a patched 0.5.23 tree's top-level ids)
+        "hidden_state_ids": getattr(struct, "eagle_aux_hidden_state_indices", None),
         "captured_hidden_states": None,
     }
     if not struct.eagle_use_aux_hidden_state:
@@ -106,7 +108,10 @@ def _captured(server_args, target):
     out["target_class"] = model_class.__name__
     out["capture_method"] = rules.capture_method(model_class)
     out["declared"] = rules.declared_rule(
-        model_class, target.hf_config, struct.eagle_aux_hidden_state_layer_ids
+        model_class,
+        target.hf_config,
+        struct.eagle_aux_hidden_state_layer_ids,
+        out["hidden_state_ids"],
     )
     try:
         out.update(rules.capture_of(model_class, target.hf_config, call))

@@ -63,6 +63,7 @@ SIDE_KEYS = (
     "draft_dtype",  # the dtype the draft model is built in (--dtype auto)
     "eagle_use_aux_hidden_state",
     "layer_ids",  # what the target runner hands the class's set_eagle3_layers_to_capture
+    "hidden_state_ids",  # or the indices it hands its set_eagle3_hidden_states_to_capture
     "captured_hidden_states",  # indices into output_hidden_states (0: the embeddings)
     "target_class",  # the class whose own method computed captured_hidden_states
     "capture_error",  # what stopped that method (None: nothing)

@@ -156,6 +156,13 @@ def rule_text(rule: dict | None, target_class: str | None) -> str:
     return f"released (the class's method on a stand-in): {method}"
 
 
+def ids_text(values: dict) -> str:
+    """What the runner handed the class: hidden-state indices, or layer ids."""
+    if values.get("hidden_state_ids") is not None:
+        return f"hidden-state indices {values['hidden_state_ids']} (handed as they are)"
+    return f"layer ids {layer_ids_text(values.get('layer_ids'))}"
+
+
 def layer_ids_text(layer_ids) -> str:
     if layer_ids is None:
         return "none (the class's default layers)"
@@ -191,8 +198,8 @@ def serving_lines(report: dict) -> list[str]:
                 lines.append(f"  {label} not reached (refused at start-up)")
                 continue
             lines.append(
-                f"  {label} {rule_text(rules[side], values.get('target_class'))}; layer ids "
-                f"{layer_ids_text(values.get('layer_ids'))} -> "
+                f"  {label} {rule_text(rules[side], values.get('target_class'))}; "
+                f"{ids_text(values)} -> "
                 f"{captured_text(rules[side], report['target'].get('num_layers'))}"
             )
     return lines + captured_tensors.lines(report)

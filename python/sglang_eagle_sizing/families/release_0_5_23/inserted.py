@@ -76,6 +76,15 @@ CONTRACT_DOCSTRING = (
     "EAGLE-3: the hidden states captured for these layer ids (0: the embeddings,\n"
     "i: the output of layer i - 1), from the model's config alone."
 )
+#: The path for hidden-state indices beside ``set_eagle3_layers_to_capture(layer_ids)``:
+#: every class that declares its capture captures exactly the indices it is handed, and its
+#: ``set_eagle3_layers_to_capture`` hands it what ``get_eagle3_layers_to_capture`` answers.
+CAPTURE = "set_eagle3_hidden_states_to_capture"
+CAPTURE_PARAM = "hidden_state_ids"
+CAPTURE_DOCSTRING = (
+    "EAGLE-3: capture exactly these hidden states (0: the embeddings, i: the\n"
+    "output of layer i - 1)."
+)
 #: Said by the classes whose model's forward captures the last layer's output (before the
 #: final norm) when the answer holds the layer count.
 FINAL_HIDDEN_STATE_FLAG = "eagle3_captures_final_hidden_state"
@@ -137,6 +146,10 @@ def check_eagle3_capture(
     if not hasattr(model_cls, "get_eagle3_layers_to_capture"):
         return  # the class does not say what it captures: it is not checked
     captured = model_cls.get_eagle3_layers_to_capture(hf_config, layer_ids)
+    expected = (
+        f"layers the target {name} can capture: it captures hidden states "
+        f"{captured} for them (i: the output of layer i - 1)"
+    )
     last = num_layers - 1
     limit = f"{num_layers} layers and does not capture the last one's output"
     if getattr(model_cls, "eagle3_captures_final_hidden_state", False):
@@ -147,9 +160,7 @@ def check_eagle3_capture(
             draft_hf_config,
             _layer_ids_key(draft_hf_config),
             value,
-            f"layers the target {name} can capture: it captures hidden states "
-            f"{captured} for them (i: the output of layer i - 1), up to {last}: "
-            f"it has {limit}",
+            f"{expected}, 0 to {last}: it has {limit}",
         )
 
 
@@ -211,9 +222,10 @@ def validate_eagle3_draft_config(
 #: The ``top-level-layer-ids`` concern (after ``draft-check``): ids at the top level of the
 #: drafter's config (vLLM's key) are indices into the target's hidden states, as
 #: transformers' ``output_hidden_states`` counts them; ``eagle_config``'s stay SGLang's
-#: layer ids. The target class is given the layer ids for which its own contract captures
-#: exactly those hidden states (``TARGET_LAYER_IDS``).
-TARGET_LAYER_IDS = "get_eagle3_target_layer_ids"
+#: layer ids. Indices reach the target as they are: the model runner hands them to the
+#: class's ``set_eagle3_hidden_states_to_capture`` (``CAPTURE``), layer ids to its
+#: ``set_eagle3_layers_to_capture`` as the release does.
+INDICES_FIELD = "eagle_aux_hidden_state_indices"
 HIDDEN_STATE_INDICES_FIELD = (
     """    num_aux_hidden_states: int
 """,
@@ -260,48 +272,64 @@ HIDDEN_STATE_INDICES_RETURNED = (
     """        num_aux_hidden_states=num_aux_hidden_states,
         aux_hidden_state_indices=None if indices is None else list(indices),
     )
+""",
+)
+#: The check before load: hidden-state indices are checked as they are, against what the
+#: target class's forward captures (``set_eagle3_hidden_states_to_capture`` takes them).
+HIDDEN_STATE_INDICES_CHECK_SIGNATURE = (
+    """    draft_hf_config: Any,
+    declared: Any,
+) -> None:
+    \"\"\"Refuse layer ids the target class does not capture, by its own contract.
 
+    ``declared``: the ids as the drafter's config declares them, for the message.
+    \"\"\"
+""",
+    """    draft_hf_config: Any,
+    declared: Any,
+    hidden_state_ids: Optional[List[int]] = None,
+) -> None:
+    \"\"\"Refuse layer ids (or hidden-state indices) the target class does not
+    capture, by its own contract.
 
-def get_eagle3_target_layer_ids(
-    draft_config: Eagle3DraftConfig, target_model_config: Any
-) -> Optional[List[int]]:
-    \"\"\"The layer ids the target's ``set_eagle3_layers_to_capture`` is given: the
-    drafter's own, or those for which the target class captures the hidden states the
-    drafter declares.\"\"\"
-    indices = draft_config.aux_hidden_state_indices
-    if not indices:
-        return draft_config.aux_hidden_state_layer_ids
-    from sglang.srt.model_loader.utils import get_model_architecture
-
-    model_cls, _ = get_model_architecture(target_model_config)
-    return layer_ids_for_hidden_states(
-        model_cls, target_model_config.hf_config, indices
+    ``declared``: the ids as the drafter's config declares them, for the message.
+    ``hidden_state_ids``: the hidden-state indices the drafter declares instead of
+    layer ids, captured as they are.
+    \"\"\"
+""",
+)
+HIDDEN_STATE_INDICES_CHECK_CAPTURED = (
+    """    if not hasattr(model_cls, "get_eagle3_layers_to_capture"):
+        return  # the class does not say what it captures: it is not checked
+    captured = model_cls.get_eagle3_layers_to_capture(hf_config, layer_ids)
+    expected = (
+        f"layers the target {name} can capture: it captures hidden states "
+        f"{captured} for them (i: the output of layer i - 1)"
     )
-
-
-def layer_ids_for_hidden_states(
-    model_cls: type, hf_config: Any, indices: List[int]
-) -> List[int]:
-    \"\"\"The layer ids for which ``model_cls`` captures exactly the hidden states
-    ``indices`` (0: the embeddings, i: the output of layer i - 1), by its contract.\"\"\"
-    contract = getattr(model_cls, "get_eagle3_layers_to_capture", None)
-    if contract is None:
-        raise ValueError(
-            f"{_LAYER_IDS_KEY}={indices!r} names hidden states, and the target "
-            f"{model_cls.__name__} does not say which it captures "
-            "(no get_eagle3_layers_to_capture)."
+""",
+    """    if hidden_state_ids is not None:
+        if not hasattr(model_cls, "set_eagle3_hidden_states_to_capture"):
+            raise _invalid(
+                draft_hf_config,
+                _layer_ids_key(draft_hf_config),
+                declared,
+                f"layer ids under eagle_config: these are hidden-state indices, "
+                f"and the target {name} takes layer ids only "
+                "(no set_eagle3_hidden_states_to_capture)",
+            )
+        captured = list(hidden_state_ids)
+        expected = (
+            f"hidden-state indices the target {name} captures "
+            "(i: the output of layer i - 1)"
         )
-    found = []
-    for layer_ids in ([i - 1 for i in indices], list(indices)):
-        captured = contract(hf_config, layer_ids)
-        if captured == list(indices):
-            return layer_ids
-        found.append(f"{captured} for {layer_ids}")
-    raise ValueError(
-        f"Invalid {_LAYER_IDS_KEY}={indices!r} (hidden-state indices) for the target "
-        f"{model_cls.__name__}: it captures hidden states {' and '.join(found)}, "
-        "never these."
-    )
+    elif not hasattr(model_cls, "get_eagle3_layers_to_capture"):
+        return  # the class does not say what it captures: it is not checked
+    else:
+        captured = model_cls.get_eagle3_layers_to_capture(hf_config, layer_ids)
+        expected = (
+            f"layers the target {name} can capture: it captures hidden states "
+            f"{captured} for them (i: the output of layer i - 1)"
+        )
 """,
 )
 HIDDEN_STATE_INDICES_CHECKED = (
@@ -327,30 +355,15 @@ HIDDEN_STATE_INDICES_CHECKED = (
 """,
 )
 HIDDEN_STATE_INDICES_CAPTURED = (
-    """    layer_ids = draft_config.aux_hidden_state_layer_ids
-    check_eagle3_capture(
-        model_cls,
-        target_model_config.hf_config,
-        target_model_config.hf_text_config.num_hidden_layers,
-        layer_ids,
+    """        layer_ids,
         draft_hf_config=draft_hf_config,
         declared=layer_ids,
     )
 """,
-    """    layer_ids = draft_config.aux_hidden_state_layer_ids
-    if draft_config.aux_hidden_state_indices:
-        layer_ids = layer_ids_for_hidden_states(
-            model_cls,
-            target_model_config.hf_config,
-            draft_config.aux_hidden_state_indices,
-        )
-    check_eagle3_capture(
-        model_cls,
-        target_model_config.hf_config,
-        target_model_config.hf_text_config.num_hidden_layers,
-        layer_ids,
+    """        layer_ids,
         draft_hf_config=draft_hf_config,
         declared=declared,
+        hidden_state_ids=draft_config.aux_hidden_state_indices,
     )
 """,
 )

@@ -18,6 +18,8 @@ from sglang_eagle_sizing.families.release_0_5_23.inserted import (
     EAGLE3_DRAFT_CONFIG,
     EAGLE3_DRAFT_CONFIG_FILE,
     HIDDEN_STATE_INDICES_CAPTURED,
+    HIDDEN_STATE_INDICES_CHECK_CAPTURED,
+    HIDDEN_STATE_INDICES_CHECK_SIGNATURE,
     HIDDEN_STATE_INDICES_CHECKED,
     HIDDEN_STATE_INDICES_FIELD,
     HIDDEN_STATE_INDICES_PARSED,
@@ -37,6 +39,18 @@ AUX_COUNT_FUNCTIONS = (("models/kimi_k25_eagle3.py", "_get_eagle_aux_layer_count
 TARGET_CAPTURE = (
     "model_executor/model_runner_components/spec_aux_hidden_state.py",
     "_resolve_eagle_aux_hidden_state",
+)
+#: The struct the resolution fills (its ``eagle_aux_hidden_state_layer_ids`` field), the
+#: function that hands it to the model and the model runner's call of that function: the
+#: path of hidden-state indices beside the layer ids.
+SPEC_AUX_CONFIG = (TARGET_CAPTURE[0], "SpecAuxHiddenStateConfig")
+CONFIGURE_CAPTURE = (
+    "model_executor/model_runner_components/attention_backend_setup.py",
+    "configure_aux_hidden_state_capture",
+)
+CONFIGURE_CAPTURE_CALL = (
+    "model_executor/model_runner.py",
+    "ModelRunner.init_attention_backends",
 )
 
 #: The model files whose classes capture EAGLE-3 aux hidden states
@@ -156,6 +170,7 @@ SITE_FILES: tuple[str, ...] = tuple(
         {f for f, _ in AUX_COUNT_BLOCKS}
         | {f for f, _ in AUX_COUNT_FUNCTIONS}
         | {TARGET_CAPTURE[0], DRAFT_DTYPE[0], CONFIG_READ[0], DRAFTER_LAYER[0]}
+        | {CONFIGURE_CAPTURE[0], CONFIGURE_CAPTURE_CALL[0]}
         | set(CAPTURE_CONTRACT_MODELS)
         | {
             f
@@ -181,6 +196,8 @@ NEW_MODULES = {
         (concerns.TOP_LEVEL_LAYER_IDS, HIDDEN_STATE_INDICES_PARSED),
         (concerns.TOP_LEVEL_LAYER_IDS, HIDDEN_STATE_INDICES_RETURNED),
         (concerns.TOP_LEVEL_LAYER_IDS, HIDDEN_STATE_INDICES_CHECKED),
+        (concerns.TOP_LEVEL_LAYER_IDS, HIDDEN_STATE_INDICES_CHECK_SIGNATURE),
+        (concerns.TOP_LEVEL_LAYER_IDS, HIDDEN_STATE_INDICES_CHECK_CAPTURED),
         (concerns.TOP_LEVEL_LAYER_IDS, HIDDEN_STATE_INDICES_CAPTURED),
     )
 }

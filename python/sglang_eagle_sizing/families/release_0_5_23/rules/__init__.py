@@ -41,6 +41,9 @@ from sglang_eagle_sizing.families.release_0_5_23.rules.standalone_disagg import 
     PrefillDraftProposalRule,
 )
 from sglang_eagle_sizing.families.release_0_5_23.rules.top_level_layer_ids import (
+    ConfigureCaptureCallRule,
+    ConfigureCaptureRule,
+    IndicesFieldRule,
     TargetCaptureRule,
 )
 
@@ -51,6 +54,9 @@ RULES = (
     HandedOnCaptureContractRule,
     OwnRulesCaptureContractRule,
     TargetCaptureRule,
+    IndicesFieldRule,
+    ConfigureCaptureRule,
+    ConfigureCaptureCallRule,
     DraftCheckRule,
     DraftDtypeRule,
     SpeculatorsConfigRule,

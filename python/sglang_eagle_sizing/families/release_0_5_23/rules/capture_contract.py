@@ -25,6 +25,9 @@ import libcst as cst
 from sglang_eagle_sizing.engine import Finding, Rule
 from sglang_eagle_sizing.families.release_0_5_23 import concerns
 from sglang_eagle_sizing.families.release_0_5_23.inserted import (
+    CAPTURE,
+    CAPTURE_DOCSTRING,
+    CAPTURE_PARAM,
     CONTRACT,
     CONTRACT_DOCSTRING,
     FINAL_HIDDEN_STATE_FLAG,
@@ -129,6 +132,8 @@ def _has_sink(node) -> bool:
 def _hands_over(setter: cst.FunctionDef) -> bool:
     """Whether the method captures what the class declares, or asks an inner model."""
     asks_contract = contains(
+        setter, lambda n: isinstance(n, cst.Call) and dotted(n.func) == f"self.{CAPTURE}"
+    ) and contains(
         setter, lambda n: isinstance(n, cst.Call) and dotted(n.func) == f"self.{CONTRACT}"
     )
     return asks_contract or (not _has_sink(setter) and contains(setter, _calls_inner_setter))
@@ -222,8 +227,28 @@ def _indent_docstring(function: cst.FunctionDef, indent: str) -> cst.FunctionDef
     )
 
 
+def _capture_method(param: cst.Param, body: list) -> cst.FunctionDef:
+    """``set_eagle3_hidden_states_to_capture(self, hidden_state_ids)`` with ``body`` after
+    its docstring."""
+    text = (
+        f"def {CAPTURE}(self, {CAPTURE_PARAM}: {_returns_annotation(param)}):\n"
+        f'    """{CAPTURE_DOCSTRING}"""\n'
+    )
+    method = _indent_docstring(statement(text, 4), "    " * 2)
+    first = method.body.body[0]
+    return method.with_changes(body=method.body.with_changes(body=[first, *body]))
+
+
+def _setter_body(docstring: list) -> list:
+    """The method ``set_eagle3_layers_to_capture`` as it is left: the class's rule, handed to
+    the path for hidden-state indices."""
+    call = f"self.{CAPTURE}(\n    self.{CONTRACT}(self.config, {LAYER_IDS})\n)\n"
+    return [*docstring, *statements_with_comments(call, 8)]
+
+
 def _rule_contract(setter: cst.FunctionDef, param: cst.Param):
-    """(the classmethod, the method's new body) for a method that computes its indices."""
+    """(the classmethod, the method's new body, the capture method's body after its
+    docstring) for a method that computes its indices."""
     body = list(setter.body.body)
     docstring = []
     if (
@@ -248,6 +273,9 @@ def _rule_contract(setter: cst.FunctionDef, param: cst.Param):
         else:
             rule.append(stmt)
     post = body[last + 1 :]
+    for stmt in post:
+        if contains(stmt, lambda n: isinstance(n, cst.Return) and n.value is not None):
+            raise ContractError(stmt, f"{SETTER}: returns a value after the capture")
     to_classmethod = _ToClassmethod()
     moved = [s.visit(to_classmethod) for s in rule]
     if len(to_classmethod.kinds) != 1:
@@ -256,10 +284,10 @@ def _rule_contract(setter: cst.FunctionDef, param: cst.Param):
             f"{SETTER}: its indices go to {sorted(to_classmethod.kinds)}, the rule knows one place",
         )
     (kind,) = to_classmethod.kinds
-    for stmt in moved:
+    for stmt, original in zip(moved, rule):
         if "self" in names_read(stmt):
             raise ContractError(
-                stmt,
+                original,
                 f"{SETTER}: reads the model ({code_of(stmt).strip().splitlines()[0]}), not only its config",
             )
     # the flags the branches set, set once before them
@@ -278,18 +306,17 @@ def _rule_contract(setter: cst.FunctionDef, param: cst.Param):
             raise ContractError(stmt, f"{SETTER}: {local} is read after the capture")
     body_code = "".join(code_of(s) if i else _stripped_leading(s) for i, s in enumerate(moved))
     classmethod = _classmethod(param, body_code)
-    call = f"self.{CONTRACT}(self.config, {LAYER_IDS})"
     if kind == SINK_CALL:
-        hand_over = f"layers_to_capture = {call}\n{SINK_CALL}(layers_to_capture)\n"
+        hand_over = f"{SINK_CALL}({CAPTURE_PARAM})\n"
     else:
-        hand_over = f"{kind} = {call}\n"
+        hand_over = f"{kind} = list({CAPTURE_PARAM})\n"
     after_guards = [*flags, *statements_with_comments(hand_over, 8)]
     if guards and _blank_before(body[0]) and not _blank_before(after_guards[0]):
         # the blank line after the guards, once (a flag kept from the body carries it)
         after_guards[0] = after_guards[0].with_changes(
             leading_lines=[cst.EmptyLine(indent=False), *after_guards[0].leading_lines]
         )
-    return classmethod, [*docstring, *guards, *after_guards, *post]
+    return classmethod, _setter_body(docstring), [*guards, *after_guards, *post]
 
 
 def _blank_before(stmt) -> bool:
@@ -410,6 +437,43 @@ class _Rename(cst.CSTTransformer):
         )
 
 
+class _ToCaptureDelegate(cst.CSTTransformer):
+    """A delegating method's statements as its capture method's: the inner model's
+    ``set_eagle3_hidden_states_to_capture`` asked (and tested for) with the indices."""
+
+    def leave_Name(self, original_node, updated_node):
+        if original_node.value == LAYER_IDS:
+            return updated_node.with_changes(value=CAPTURE_PARAM)
+        return updated_node
+
+    def leave_Attribute(self, original_node, updated_node):
+        if original_node.attr.value == SETTER:
+            return updated_node.with_changes(attr=cst.Name(CAPTURE))
+        return updated_node
+
+    def leave_SimpleString(self, original_node, updated_node):
+        if original_node.value in (f'"{SETTER}"', f"'{SETTER}'"):
+            return updated_node.with_changes(value=f'"{CAPTURE}"')
+        return updated_node
+
+
+def _delegating_capture(setter: cst.FunctionDef, param: cst.Param) -> cst.FunctionDef:
+    body = list(setter.body.body)
+    if (
+        body
+        and isinstance(body[0], cst.SimpleStatementLine)
+        and isinstance(body[0].body[0], cst.Expr)
+        and isinstance(body[0].body[0].value, cst.SimpleString)
+    ):
+        body = body[1:]
+    body = [s.visit(_ToCaptureDelegate()) for s in body]
+    if body:
+        body[0] = body[0].with_changes(
+            leading_lines=[l for l in body[0].leading_lines if l.comment is not None]
+        )
+    return _capture_method(param, body)
+
+
 def _delegating_classmethod(
     param: cst.Param, inner: str, config: str, imported: str
 ) -> cst.BaseStatement:
@@ -483,16 +547,18 @@ class CaptureContractRule(Rule):
     def _declare(self, name, body, setter, param):
         flag_wanted = (self.file, name) in FINAL_HIDDEN_STATE_CLASSES
         has_flag = any(assigns(s, FINAL_HIDDEN_STATE_FLAG) for s in body)
-        declared = _has(body, CONTRACT) and _hands_over(setter)
+        declared = _has(body, CONTRACT) and _has(body, CAPTURE) and _hands_over(setter)
         if declared and (has_flag or not flag_wanted):
             self.report(setter, LABEL, Finding.ROUTED, name)
             return None
         self.report(setter, LABEL, Finding.UNROUTED, name)
-        if _has(body, CONTRACT) and not declared:
+        if (_has(body, CONTRACT) or _has(body, CAPTURE)) and not declared:
             # the method computes its own indices again (an upstream change of its rule):
             # the declaration is made anew from it
             body = [
-                s for s in body if not (isinstance(s, cst.FunctionDef) and s.name.value == CONTRACT)
+                s
+                for s in body
+                if not (isinstance(s, cst.FunctionDef) and s.name.value in (CONTRACT, CAPTURE))
             ]
             setter = _setter(body)
         index = body.index(setter)
@@ -501,12 +567,15 @@ class CaptureContractRule(Rule):
             if delegate is not None:
                 classmethod = _delegating_classmethod(param, *delegate)
                 new_setter = setter
+                capture = _delegating_capture(setter, param)
             else:
-                classmethod, new_body = _rule_contract(setter, param)
+                classmethod, new_body, capture_body = _rule_contract(setter, param)
                 new_setter = setter.with_changes(body=setter.body.with_changes(body=new_body))
+                capture = _capture_method(param, capture_body)
             classmethod = classmethod.with_changes(leading_lines=setter.leading_lines)
             new_setter = new_setter.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-            body[index : index + 1] = [classmethod, new_setter]
+            capture = capture.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+            body[index : index + 1] = [classmethod, new_setter, capture]
         if flag_wanted and not has_flag:
             first = next(i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef))
             new = statements_with_comments(FINAL_HIDDEN_STATE_TEXT, 4)

@@ -1,5 +1,5 @@
-"""The imports of what the rules insert calls (``parse_eagle3_draft_config``, the target's
-layer ids), added where they are used (the server arguments' check imports in its body).
+"""The imports of what the rules insert calls (``parse_eagle3_draft_config``), added where
+they are used (the server arguments' check imports in its body).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from sglang_eagle_sizing.engine import Rule
 from sglang_eagle_sizing.families.release_0_5_23.inserted import (
     EAGLE3_DRAFT_CONFIG_MODULE,
     PARSE,
-    TARGET_LAYER_IDS,
 )
 from sglang_eagle_sizing.families.release_0_5_23.rules.base import calls_to
 from sglang_eagle_sizing.syntax import contains, dotted, statement
@@ -22,7 +21,7 @@ class ParserImportRule(Rule):
     top-level ``sglang`` imports, in isort's order."""
 
     follows_others = True
-    needles = (PARSE, TARGET_LAYER_IDS)
+    needles = (PARSE,)
 
     def leave_Module(self, original_node, updated_node):
         used = {name for name in PROVIDED if _called_unimported(updated_node, name)}
@@ -52,7 +51,7 @@ class ParserImportRule(Rule):
         return updated_node.with_changes(body=body)
 
 
-PROVIDED = (PARSE, TARGET_LAYER_IDS)
+PROVIDED = (PARSE,)
 
 
 def _called_unimported(module: cst.Module, name: str) -> bool:

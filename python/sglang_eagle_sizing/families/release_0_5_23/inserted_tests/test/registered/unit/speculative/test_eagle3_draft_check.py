@@ -117,7 +117,7 @@ class TestDraftCheck(CustomTestCase):
         with self.assertRaisesRegex(
             ValueError,
             r"eagle_config.eagle_aux_hidden_state_layer_ids=\[1, 3, 5\].*"
-            r"LlamaForCausalLM.*\[2, 4, 6\].*up to 5: it has 6 layers and does "
+            r"LlamaForCausalLM.*\[2, 4, 6\].*0 to 5: it has 6 layers and does "
             "not capture the last one's output",
         ):
             self.check(eagle_config={LAYER_IDS: [1, 3, 5]})

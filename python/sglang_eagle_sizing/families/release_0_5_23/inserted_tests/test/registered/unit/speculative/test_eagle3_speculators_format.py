@@ -6,14 +6,23 @@ import re
 import tempfile
 import unittest
 from pathlib import Path
+from types import SimpleNamespace
 
 from sglang.srt.arg_groups.speculative_hook import _handle_eagle3_draft_check
 from sglang.srt.configs.model_config import ModelConfig
+from sglang.srt.model_executor.model_runner_components.attention_backend_setup import (
+    configure_aux_hidden_state_capture,
+)
 from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
     resolve_spec_aux_hidden_state_config,
 )
 from sglang.srt.model_loader.utils import get_model_architecture
-from sglang.srt.runtime_context import SpawnRanks, create_context, use_context
+from sglang.srt.runtime_context import (
+    SpawnRanks,
+    create_context,
+    get_parallel,
+    use_context,
+)
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from sglang.srt.utils.hf_transformers_utils import get_config
@@ -102,9 +111,24 @@ class TestSpeculatorsFormat(CustomTestCase):
         ``layer_ids``."""
         resolved, model_config = self.resolved(layer_ids, target)
         model_cls, _ = get_model_architecture(model_config)
-        return model_cls.get_eagle3_layers_to_capture(
-            model_config.hf_config, resolved.eagle_aux_hidden_state_layer_ids
+        model = model_cls.__new__(model_cls)
+        last_rank = SimpleNamespace(is_last_rank=True)
+        model.__dict__.update(
+            config=model_config.hf_config,
+            pp_group=last_rank,
+            model=SimpleNamespace(layers_to_capture=[]),
         )
+        with get_parallel().override(pp_group=last_rank):
+            configure_aux_hidden_state_capture(
+                model=model,
+                eagle_use_aux_hidden_state=resolved.eagle_use_aux_hidden_state,
+                eagle_aux_hidden_state_layer_ids=resolved.eagle_aux_hidden_state_layer_ids,
+                eagle_aux_hidden_state_indices=resolved.eagle_aux_hidden_state_indices,
+                dflash_use_aux_hidden_state=False,
+                dflash_target_layer_ids=None,
+                is_dspark=False,
+            )
+        return model.model.layers_to_capture
 
     def test_only_a_speculators_config_reads_as_llama_eagle3(self):
         config = get_config(self.folder(SPECULATORS_DRAFT), trust_remote_code=False)
@@ -130,18 +154,20 @@ class TestSpeculatorsFormat(CustomTestCase):
 
     def test_layer_ids_name_the_targets_hidden_states(self):
         # speculators' id k is the target's output_hidden_states[k] (0: the
-        # embeddings), the output of layer k - 1: SGLang's id k - 1.
+        # embeddings), the output of layer k - 1: handed to the target as it is.
         resolved, _ = self.resolved([1, 3, 5])
-        self.assertEqual(resolved.eagle_aux_hidden_state_layer_ids, [0, 2, 4])
+        self.assertEqual(resolved.eagle_aux_hidden_state_indices, [1, 3, 5])
+        self.assertIsNone(resolved.eagle_aux_hidden_state_layer_ids)
 
     def test_every_target_captures_the_hidden_states_the_ids_name(self):
-        # Llama captures the output of SGLang's ids; DeepSeek-V3 takes them as
-        # given unless the first is 1.
+        # Whatever rule the class reads layer ids by (DeepSeek-V3 takes them as
+        # given unless the first is 1), it captures the indices as they are.
         for target, layer_ids in (
             (TARGET, [1, 3, 5]),
             (TARGET, [2, 4, 5]),
             (DEEPSEEK, [3, 4, 5]),
             (DEEPSEEK, [2, 4, 5]),
+            (DEEPSEEK, [1, 4, 5]),
             # index NUM_LAYERS: the last layer's output, which GPT-OSS captures
             (GPT_OSS, [1, 3, NUM_LAYERS]),
         ):
@@ -149,11 +175,14 @@ class TestSpeculatorsFormat(CustomTestCase):
                 self.assertEqual(self.captured(layer_ids, target), layer_ids)
 
     def test_ids_no_target_captures_are_refused_before_the_weights_load(self):
-        # index NUM_LAYERS: Llama drops the last layer's output; no ids make
-        # DeepSeek-V3 capture [1, 4, 5].
+        # index NUM_LAYERS: Llama and DeepSeek-V3 drop the last layer's output.
         for target, layer_ids, reason in (
-            (TARGET, [1, 3, NUM_LAYERS], f"LlamaForCausalLM.*up to {NUM_LAYERS - 1}"),
-            (DEEPSEEK, [1, 4, 5], "hidden-state indices.*DeepseekV3ForCausalLM"),
+            (TARGET, [1, 3, NUM_LAYERS], f"LlamaForCausalLM.*0 to {NUM_LAYERS - 1}"),
+            (
+                DEEPSEEK,
+                [1, 4, NUM_LAYERS],
+                f"DeepseekV3ForCausalLM.*0 to {NUM_LAYERS - 1}",
+            ),
         ):
             declared = re.escape(f"eagle_aux_hidden_state_layer_ids={layer_ids}")
             with (

@@ -1,13 +1,17 @@
 """EAGLE-3: ids at the top level of a drafter's config (vLLM's key) name the target's
-hidden states, as transformers' output_hidden_states counts them; eagle_config's are
-layer ids, each read by the target class's own rule."""
+hidden states, as transformers' output_hidden_states counts them, and reach the target
+as they are; eagle_config's are layer ids, each read by the target class's own rule."""
 
 import json
 import os
 import tempfile
 import unittest
+from types import SimpleNamespace
 
 from sglang.srt.configs.model_config import ModelConfig
+from sglang.srt.model_executor.model_runner_components.attention_backend_setup import (
+    configure_aux_hidden_state_capture,
+)
 from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
     SpecAuxHiddenStateConfig,
     _resolve_eagle_aux_hidden_state,
@@ -41,7 +45,8 @@ DRAFT = {
 
 class TestTopLevelLayerIds(CustomTestCase):
     def captured(self, **draft_keys):
-        """The hidden states the target's start-up captures for the drafter."""
+        """The hidden states the target's start-up captures for the drafter: the
+        runner's resolution, then its call on a Llama holding its config and model."""
         folder = tempfile.TemporaryDirectory()
         self.addCleanup(folder.cleanup)
         paths = {}
@@ -70,15 +75,30 @@ class TestTopLevelLayerIds(CustomTestCase):
                 spec_algorithm=SpeculativeAlgorithm.EAGLE3,
                 is_draft_worker=False,
             )
-        return LlamaForCausalLM.get_eagle3_layers_to_capture(
-            model_config.hf_config, capture.eagle_aux_hidden_state_layer_ids
+        llama = LlamaForCausalLM.__new__(LlamaForCausalLM)
+        llama.__dict__.update(
+            config=model_config.hf_config,
+            pp_group=SimpleNamespace(is_last_rank=True),
+            model=SimpleNamespace(layers_to_capture=[]),
         )
+        configure_aux_hidden_state_capture(
+            model=llama,
+            eagle_use_aux_hidden_state=capture.eagle_use_aux_hidden_state,
+            eagle_aux_hidden_state_layer_ids=capture.eagle_aux_hidden_state_layer_ids,
+            eagle_aux_hidden_state_indices=capture.eagle_aux_hidden_state_indices,
+            dflash_use_aux_hidden_state=False,
+            dflash_target_layer_ids=None,
+            is_dspark=False,
+        )
+        return llama.model.layers_to_capture
 
     def test_ids_at_the_top_level_are_the_hidden_states_captured(self):
         # The target captured its default layers [2, 3, 3] instead; with 4 ids
         # fc failed at the first request.
         self.assertEqual(self.captured(**{LAYER_IDS: [1, 2, 3, 4]}), [1, 2, 3, 4])
         self.assertEqual(self.captured(**{LAYER_IDS: [2, 3, 5]}), [2, 3, 5])
+        # The embeddings' output, which no layer id names on Llama.
+        self.assertEqual(self.captured(**{LAYER_IDS: [0, 3, 5]}), [0, 3, 5])
 
     def test_layer_ids_in_eagle_config_keep_the_targets_rule(self):
         self.assertEqual(self.captured(eagle_config={LAYER_IDS: [0, 2, 4]}), [1, 3, 5])
