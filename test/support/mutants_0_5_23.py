@@ -83,6 +83,22 @@ MUTANTS = (
         _edit(HOOK, r"\n    _handle_eagle3_draft_check\(server_args\)\n", "\n"),
     ),
     Mutant(
+        "draft check: the target's capture not checked where it is resolved",
+        TESTS + "test_eagle3_draft_check.py",
+        _edit(CAPTURE, r"\n\s*check_eagle3_target_capture\(\n(\s*.*\n){3}\s*\)\n", "\n"),
+    ),
+    Mutant(
+        "draft check: the server arguments resolve the target's model class",
+        TESTS + "test_eagle3_draft_check.py",
+        _edit(
+            HOOK,
+            r"\n    validate_eagle3_draft_config\(",
+            "\n    from sglang.srt.model_loader.utils import get_model_architecture\n\n"
+            "    get_model_architecture(model_config_of(server_args))\n"
+            "    validate_eagle3_draft_config(",
+        ),
+    ),
+    Mutant(
         "draft check: a layer the target class does not capture allowed",
         TESTS + "test_eagle3_draft_check.py",
         _edit(PARSER, r"if captured and \(min\(captured\) < 0 or max\(captured\) > last\):", "if False:"),

@@ -14,8 +14,9 @@ and reported beside what the drafter's ids mean, on the patched tree and the unp
   ``[0, 1, 2]`` / speculators ``[1, 2, 3]``: hidden states 1, 2, 3 both;
 - ``deepseek-v3``: ``DeepseekV3ForCausalLM`` (MLA, layer 0 dense, then 4 routed experts and a
   shared one), rule ``+ 1`` only if the first id is 1; 6 layers, ids ``[1, 2, 4]`` (hidden
-  states 2, 3, 5 by either reading) / speculators ``[3, 4, 5]`` (the shape of the real
-  ``[3, 31, 59]``: converted to SGLang's ``[2, 3, 4]``, whose first id is not 1);
+  states 2, 3, 5 by either reading) / speculators ``[1, 3, 5]`` (the shape of a real
+  ``[1, 30, 58]``: hidden-state indices whose first is 1, which no layer ids give under
+  DeepSeek-V3's rule; handed to the class as they are);
 - ``gpt-oss``: ``GptOssForCausalLM`` unquantized (4 experts, sliding and full attention
   alternating, attention sinks), rule: ids as given when the largest is ``num_hidden_layers``;
   4 layers, ids ``[1, 2, 4]`` ending at the final boundary / speculators ``[1, 2, 4]``, whose
@@ -33,7 +34,7 @@ from sglang_eagle_sizing.smoke.models import DrafterSpec, TargetSpec
 #: short name -> (architecture, layers, SpecForge-style ids, speculators ids)
 CLASSES = {
     "qwen3-moe": ("Qwen3MoeForCausalLM", 4, (0, 1, 2), (1, 2, 3)),
-    "deepseek-v3": ("DeepseekV3ForCausalLM", 6, (1, 2, 4), (3, 4, 5)),
+    "deepseek-v3": ("DeepseekV3ForCausalLM", 6, (1, 2, 4), (1, 3, 5)),
     "gpt-oss": ("GptOssForCausalLM", 4, (1, 2, 4), (1, 2, 4)),
     "gemma3": ("Gemma3ForCausalLM", 4, (0, 1, 2), (1, 2, 4)),
 }

@@ -94,9 +94,13 @@ eagle3_captures_final_hidden_state = True
 """
 
 #: Appended to ``EAGLE3_DRAFT_CONFIG`` by the ``draft-check`` concern: the check of the
-#: drafter against its target before any weights load (``VALIDATE``, called by the server
-#: arguments' ``DRAFT_CHECK_HOOK``), the target class's capture included.
+#: drafter's keys against its target before any process starts (``VALIDATE``, called by the
+#: server arguments' ``DRAFT_CHECK_HOOK``, which imports no model module), and of the target
+#: class's capture where 0.5.23 resolves it (``CHECK_CAPTURE``, called by
+#: ``_resolve_eagle_aux_hidden_state`` in the target's ``ModelRunner.__init__``, before
+#: ``load_model``, beside ``_check_capture_layer_ids_in_range``).
 VALIDATE = "validate_eagle3_draft_config"
+CHECK_CAPTURE = "check_eagle3_target_capture"
 EAGLE3_DRAFT_CHECK = """
 
 def _invalid(draft_hf_config: Any, key: str, value: Any, expected: str) -> ValueError:
@@ -170,7 +174,9 @@ def validate_eagle3_draft_config(
     draft_hf_config: Any,
     target_model_config: Any,
 ) -> None:
-    \"\"\"Refuse an EAGLE-3 drafter its target cannot feed, before any weights load.\"\"\"
+    \"\"\"Refuse an EAGLE-3 drafter whose keys do not fit its target, before any process
+    starts (the target class's capture is checked where it is resolved:
+    ``check_eagle3_target_capture``).\"\"\"
     if not draft_config.use_aux_hidden_state:
         return
     key = _layer_ids_key(draft_hf_config)
@@ -205,10 +211,19 @@ def validate_eagle3_draft_config(
             hidden_size_in,
             f"{target_hidden_size}, the target's hidden size",
         )
+
+
+def check_eagle3_target_capture(
+    capture: Any, *, draft_hf_config: Any, target_model_config: Any
+) -> None:
+    \"\"\"Refuse, before the target's weights load, the ids of the target's resolved aux
+    hidden-state config (``capture``) that its model class does not capture.\"\"\"
+    if not capture.eagle_use_aux_hidden_state:
+        return
     from sglang.srt.model_loader.utils import get_model_architecture
 
     model_cls, _ = get_model_architecture(target_model_config)
-    layer_ids = draft_config.aux_hidden_state_layer_ids
+    layer_ids = capture.eagle_aux_hidden_state_layer_ids
     check_eagle3_capture(
         model_cls,
         target_model_config.hf_config,
@@ -317,7 +332,7 @@ HIDDEN_STATE_INDICES_CHECK_CAPTURED = (
                 f"and the target {name} takes layer ids only "
                 "(no set_eagle3_hidden_states_to_capture)",
             )
-        captured = list(hidden_state_ids)
+        captured = declared = list(hidden_state_ids)
         expected = (
             f"hidden-state indices the target {name} captures "
             "(i: the output of layer i - 1)"
@@ -362,8 +377,8 @@ HIDDEN_STATE_INDICES_CAPTURED = (
 """,
     """        layer_ids,
         draft_hf_config=draft_hf_config,
-        declared=declared,
-        hidden_state_ids=draft_config.aux_hidden_state_indices,
+        declared=layer_ids,
+        hidden_state_ids=capture.eagle_aux_hidden_state_indices,
     )
 """,
 )

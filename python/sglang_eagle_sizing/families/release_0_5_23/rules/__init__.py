@@ -19,7 +19,10 @@ from sglang_eagle_sizing.families.release_0_5_23.rules.capture_contract import (
     HandedOnCaptureContractRule,
     OwnRulesCaptureContractRule,
 )
-from sglang_eagle_sizing.families.release_0_5_23.rules.draft_check import DraftCheckRule
+from sglang_eagle_sizing.families.release_0_5_23.rules.draft_check import (
+    DraftCheckRule,
+    TargetCaptureCheckRule,
+)
 from sglang_eagle_sizing.families.release_0_5_23.rules.draft_dtype import DraftDtypeRule
 from sglang_eagle_sizing.families.release_0_5_23.rules.gemma3_aux_residual import (
     Gemma3AuxResidualRule,
@@ -58,6 +61,7 @@ RULES = (
     ConfigureCaptureRule,
     ConfigureCaptureCallRule,
     DraftCheckRule,
+    TargetCaptureCheckRule,
     DraftDtypeRule,
     SpeculatorsConfigRule,
     NormBeforeResidualRule,

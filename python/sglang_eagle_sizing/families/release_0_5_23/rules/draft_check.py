@@ -1,18 +1,29 @@
-"""``draft-check``: the EAGLE-3 drafter is checked against its target where the server
-arguments decide for the drafter, before any process loads weights
-(``_handle_eagle3_draft_check``, calling ``validate_eagle3_draft_config``): its keys, and what
-the target class's contract (``capture-contract``) captures for its layer ids.
+"""``draft-check``: the EAGLE-3 drafter is checked against its target before any weights
+load, in two places: its keys where the server arguments decide for the drafter, before any
+process starts (``_handle_eagle3_draft_check``, calling ``validate_eagle3_draft_config``; no
+model module imported), and what the target class's contract (``capture-contract``)
+captures for its ids where 0.5.23 resolves the target's capture
+(``_resolve_eagle_aux_hidden_state``, calling ``check_eagle3_target_capture``).
 """
 
 from __future__ import annotations
 
+import libcst as cst
+
+from sglang_eagle_sizing.engine import Finding
 from sglang_eagle_sizing.families.release_0_5_23 import concerns
 from sglang_eagle_sizing.families.release_0_5_23.inserted import (
+    CHECK_CAPTURE,
     DRAFT_CHECK_FUNCTION,
     DRAFT_CHECK_HOOK,
 )
+from sglang_eagle_sizing.families.release_0_5_23.rules.base import ScopedRule, calls_to
 from sglang_eagle_sizing.families.release_0_5_23.rules.draft_dtype import DrafterHookRule
-from sglang_eagle_sizing.families.release_0_5_23.sites import DRAFT_CHECK_ANCHOR
+from sglang_eagle_sizing.families.release_0_5_23.sites import (
+    DRAFT_CHECK_ANCHOR,
+    TARGET_CAPTURE,
+)
+from sglang_eagle_sizing.syntax import contains, dotted, statements
 
 
 class DraftCheckRule(DrafterHookRule):
@@ -25,3 +36,89 @@ class DraftCheckRule(DrafterHookRule):
     hook = DRAFT_CHECK_HOOK
     function = DRAFT_CHECK_FUNCTION
     label = "draft-check"
+
+
+class TargetCaptureCheckRule(ScopedRule):
+    """The target class's capture is checked where 0.5.23 resolves it: at the end of the
+    ``if spec_algorithm.is_eagle3():`` block of ``_resolve_eagle_aux_hidden_state`` (the
+    target's ``ModelRunner.__init__``, before ``load_model``), ``CHECK_CAPTURE`` on the
+    config it resolved (``inserted.EAGLE3_DRAFT_CHECK``)."""
+
+    concerns = (concerns.DRAFT_CHECK,)
+    places = (TARGET_CAPTURE,)
+    files = frozenset({TARGET_CAPTURE[0]})
+    needles = (TARGET_CAPTURE[1],)
+    reads = "the target's aux hidden states are resolved there"
+    ANCHOR = "spec_algorithm.is_eagle3"
+
+    def __init__(self, file: str):
+        super().__init__(file)
+        self.hits = 0
+
+    def _call(self, owner: str, hf_config: str) -> str:
+        return (
+            f"{CHECK_CAPTURE}(\n"
+            f"    {owner},\n"
+            f"    draft_hf_config={hf_config},\n"
+            f"    target_model_config={TARGET_MODEL_CONFIG},\n"
+            ")\n"
+        )
+
+    def leave_If(self, original_node, updated_node):
+        if self.scope != TARGET_CAPTURE[1] or not (
+            isinstance(original_node.test, cst.Call)
+            and dotted(original_node.test.func) == self.ANCHOR
+        ):
+            return updated_node
+        self.hits += 1
+        body = list(updated_node.body.body)
+        if any(contains(s, calls_to(CHECK_CAPTURE)) for s in body):
+            self.report(original_node, LABEL, Finding.ROUTED)
+            return updated_node
+        self.report(original_node, LABEL, Finding.UNROUTED)
+        owners = {
+            (dotted(t.target) or "").rsplit(".", 1)[0]
+            for s in body
+            for small in (s.body if isinstance(s, cst.SimpleStatementLine) else ())
+            if isinstance(small, cst.Assign)
+            for t in small.targets
+            if (dotted(t.target) or "").endswith(".eagle_use_aux_hidden_state")
+        }
+        if len(owners) != 1:
+            raise self.fail(
+                original_node,
+                f"{TARGET_CAPTURE[1]}: no one config the EAGLE-3 block resolves "
+                "(its eagle_use_aux_hidden_state)",
+            )
+        (owner,) = owners
+        call = statements(
+            self._call(owner, f"{DRAFT_MODEL_CONFIG}.hf_config"),
+            self.column_of(original_node.body.body[0]),
+        )
+        return updated_node.with_changes(
+            body=updated_node.body.with_changes(body=[*body, *call])
+        )
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool | None:
+        super().visit_FunctionDef(node)
+        if self.scope == TARGET_CAPTURE[1]:
+            names = {p.name.value for p in (*node.params.params, *node.params.kwonly_params)}
+            if TARGET_MODEL_CONFIG not in names:
+                raise self.fail(node, f"{self.scope}: no {TARGET_MODEL_CONFIG} parameter")
+        return True
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        scope = self.scope
+        updated_node = super().leave_FunctionDef(original_node, updated_node)
+        if scope == TARGET_CAPTURE[1] and self.hits != 1:
+            raise self.fail(
+                original_node,
+                f"{scope}: {self.hits} `if {self.ANCHOR}():` blocks, the rule knows one",
+            )
+        return updated_node
+
+
+#: the target's ``ModelConfig`` and the draft's (a local), in ``_resolve_eagle_aux_hidden_state``
+TARGET_MODEL_CONFIG = "model_config"
+DRAFT_MODEL_CONFIG = "draft_model_config"
+LABEL = "draft-check"

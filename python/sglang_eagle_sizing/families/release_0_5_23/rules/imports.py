@@ -1,5 +1,5 @@
-"""The imports of what the rules insert calls (``parse_eagle3_draft_config``), added where
-they are used (the server arguments' check imports in its body).
+"""The imports of what the rules insert calls (``parse_eagle3_draft_config``,
+``check_eagle3_target_capture``), added where they are used (the server arguments' check imports in its body).
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import libcst as cst
 
 from sglang_eagle_sizing.engine import Rule
 from sglang_eagle_sizing.families.release_0_5_23.inserted import (
+    CHECK_CAPTURE,
     EAGLE3_DRAFT_CONFIG_MODULE,
     PARSE,
 )
@@ -21,7 +22,7 @@ class ParserImportRule(Rule):
     top-level ``sglang`` imports, in isort's order."""
 
     follows_others = True
-    needles = (PARSE,)
+    needles = (PARSE, CHECK_CAPTURE)
 
     def leave_Module(self, original_node, updated_node):
         used = {name for name in PROVIDED if _called_unimported(updated_node, name)}
@@ -51,7 +52,7 @@ class ParserImportRule(Rule):
         return updated_node.with_changes(body=body)
 
 
-PROVIDED = (PARSE,)
+PROVIDED = (PARSE, CHECK_CAPTURE)
 
 
 def _called_unimported(module: cst.Module, name: str) -> bool:

@@ -1,8 +1,11 @@
-"""EAGLE-3: a drafter its target cannot feed is refused by the server arguments, before
-any weights load, naming the key and, for its layer ids, the target class's limit."""
+"""EAGLE-3: a drafter its target cannot feed is refused before any weights load, naming
+the key: its keys by the server arguments, its ids where the target resolves its capture,
+with the target class's limit."""
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import unittest
 from types import SimpleNamespace
@@ -12,8 +15,13 @@ from sglang.srt.arg_groups.speculative_hook import (
     handle_speculative_decoding,
 )
 from sglang.srt.configs.model_config import ModelConfig
+from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
+    SpecAuxHiddenStateConfig,
+    _resolve_eagle_aux_hidden_state,
+)
 from sglang.srt.runtime_context import SpawnRanks, create_context, use_context
 from sglang.srt.server_args import ServerArgs
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from sglang.srt.speculative.eagle3_draft_config import (
     parse_eagle3_draft_config,
     validate_eagle3_draft_config,
@@ -84,6 +92,21 @@ class TestDraftCheck(CustomTestCase):
                 target_model_config=ModelConfig.from_server_args(server_args),
             )
 
+    def resolve(self, target=LLAMA, **draft_keys):
+        """The target's resolution of its aux hidden states (``ModelRunner.__init__``,
+        before ``load_model``) for a drafter with ``draft_keys``."""
+        server_args = self.server_args(target, **draft_keys)
+        with use_context(
+            create_context(server_args, role="test", ranks=SpawnRanks(world_rank=0))
+        ):
+            _resolve_eagle_aux_hidden_state(
+                config=SpecAuxHiddenStateConfig(),
+                server_args=server_args,
+                model_config=ModelConfig.from_server_args(server_args),
+                spec_algorithm=SpeculativeAlgorithm.EAGLE3,
+                is_draft_worker=False,
+            )
+
     def test_a_drafter_that_fits_passes(self):
         self.check()
         self.check(eagle_config={LAYER_IDS: [1, 3, 4]})
@@ -120,10 +143,11 @@ class TestDraftCheck(CustomTestCase):
             r"LlamaForCausalLM.*\[2, 4, 6\].*0 to 5: it has 6 layers and does "
             "not capture the last one's output",
         ):
-            self.check(eagle_config={LAYER_IDS: [1, 3, 5]})
+            self.resolve(eagle_config={LAYER_IDS: [1, 3, 5]})
+        self.resolve(eagle_config={LAYER_IDS: [1, 3, 4]})
         # GPT-OSS captures it.
-        self.check(GPT_OSS, eagle_config={LAYER_IDS: [1, 3, 5]})
-        self.check(GPT_OSS, eagle_config={LAYER_IDS: [1, 3, 6]})
+        self.resolve(GPT_OSS, eagle_config={LAYER_IDS: [1, 3, 5]})
+        self.resolve(GPT_OSS, eagle_config={LAYER_IDS: [1, 3, 6]})
 
     def test_a_drafter_without_aux_hidden_states_is_not_checked(self):
         self.check(
@@ -137,6 +161,25 @@ class TestDraftCheck(CustomTestCase):
                 self.server_args(LLAMA, num_aux_hidden_states=4)
             )
         _handle_eagle3_draft_check(self.server_args(LLAMA))
+
+    def test_the_server_arguments_import_no_model_module(self):
+        # The launcher resolves its arguments without the target's model code.
+        server_args = self.server_args(LLAMA)
+        code = (
+            "import sys\n"
+            "from sglang.srt.arg_groups.speculative_hook import "
+            "_handle_eagle3_draft_check\n"
+            "from sglang.srt.server_args import ServerArgs\n"
+            f"_handle_eagle3_draft_check(ServerArgs(model_path={server_args.model_path!r}, "
+            f"device='cpu', speculative_algorithm='EAGLE3', "
+            f"speculative_draft_model_path={server_args.speculative_draft_model_path!r}, "
+            "skip_tokenizer_init=True))\n"
+            "print(sorted(m for m in sys.modules if m.startswith('sglang.srt.models.')))\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
+        self.assertEqual(out.strip().splitlines()[-1], "[]")
 
     def test_capture_without_a_drafter_is_not_checked(self):
         # --enable-return-aux-hidden-states: ids of the capture flags, no drafter.
@@ -153,7 +196,7 @@ class TestDraftCheck(CustomTestCase):
     def test_a_target_without_eagle3_capture_is_refused(self):
         # Failed in configure_aux_hidden_state_capture, after the weights loaded.
         with self.assertRaisesRegex(ValueError, "OPTForCausalLM does not capture"):
-            _handle_eagle3_draft_check(self.server_args(OPT))
+            self.resolve(OPT)
 
 
 if __name__ == "__main__":
