@@ -357,6 +357,48 @@ def _after_refactor_pull_request(report: TreeReport, written, with_diff: bool) -
     return cover
 
 
+def _quoted(titles: list[str]) -> str:
+    quoted = [f'"{t}"' for t in titles]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+def needs_line(request, requests) -> str:
+    """The line of a cover letter naming the pull requests to apply first ("" for none)."""
+    titles = {r.name: r.title for r in requests}
+    needed = [titles[name] for name in request.needs]
+    if not needed:
+        return ""
+    several = "s" if len(needed) > 1 else ""
+    order = ", in that order" if len(needed) > 1 else ""
+    return f"Needs the pull request{several} {_quoted(needed)} (applied first{order})."
+
+
+def cover_letter(request, found, requests, sections: str) -> str:
+    """A pull request's cover letter (its folder's ``pull-request.md``), as its description
+    on GitHub: its title, the pull requests it needs, its sections (``sections``: Motivation
+    to Benchmark & Profiling), one line per commit (each commit's message is its patch's
+    description), the template's checklist once, and the files with their line counts."""
+    from sglang_eagle_sizing.series import combined
+
+    patches = [step.patch for step in found]
+    whole = combined(found)
+    needs = needs_line(request, requests)
+    parts = [
+        [f"# {request.title}"],
+        [needs] if needs else [],
+        [sections.strip()],
+        ["## Commits", "", *series_index(patches)],
+        checklist(patches),
+        ["## The diff", "", f"{len(whole.files)} files.", "", _stat(whole).rstrip("\n")],
+    ]
+    return "\n\n".join("\n".join(part).rstrip("\n") for part in parts if part) + "\n"
+
+
+def _stat(step) -> str:
+    rows = [f"{key} | +{a} -{r}" for key, (a, r) in sorted(step.counts().items())]
+    return _fenced("\n".join(rows) + "\n", "")
+
+
 def pull_request(tree, gpu_test: bool = False, with_diff: bool = False) -> str:
     """The cover letter (the files and their line counts, not the diff: it would not fit a
     pull request's description), then with ``with_diff`` the whole diff (against the release
