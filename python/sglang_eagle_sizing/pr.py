@@ -2,7 +2,9 @@
 take it.
 
 With ``--series DIR``: one ``git format-patch`` file per concern (the family's ``patches``), which
-``git am --keep-non-patch DIR/*.patch`` applies in order on a git checkout of the release,
+``git am --keep-non-patch DIR/*.patch`` applies in order on a git checkout of the release (a
+family whose series is pull requests, ``series.PULL_REQUESTS``: one folder each,
+``DIR/<n>-<name>/``, with its cover letter ``pull-request.md``; ``DIR/*/*.patch``),
 leaving the tree ``apply`` writes but for the GPU end-to-end test file, which has never run
 and comes only with ``--with-gpu-test`` (as the last patch); each patch's message is its
 description without the template's checklist. Without ``--series``: a cover letter that
@@ -35,7 +37,7 @@ if TYPE_CHECKING:  # loaded when the command runs (series, the engine, the rules
 
 HELP = (
     "print the change for SGLang's reviewers: a cover letter and the diff, or with --series "
-    "DIR a git format-patch series, one concern a patch"
+    "DIR a git format-patch series, one concern a patch (0.5.23: a folder per pull request)"
 )
 
 OK, ERROR = 0, 2
@@ -107,7 +109,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--series",
         metavar="DIR",
-        help="write the change as git format-patch files into DIR (created if missing)",
+        help="write the change as git format-patch files into DIR (created if missing); "
+        "on 0.5.23 one folder per pull request, each with its pull-request.md",
     )
     parser.add_argument(
         "--with-gpu-test",
@@ -171,9 +174,13 @@ def run(args: argparse.Namespace) -> int:
                     "git user.name and user.email"
                 )
             progress = _progress if sys.stderr.isatty() else None
-            for path in series.write_series(
-                tree, Path(args.series), author, args.with_gpu_test, progress
-            ):
+            if tree.family.pull_requests:
+                written = write_pull_requests(tree, Path(args.series), author, progress)
+            else:
+                written = series.write_series(
+                    tree, Path(args.series), author, args.with_gpu_test, progress
+                )
+            for path in written:
                 print(path)
             if progress:
                 _progress_done()
@@ -392,6 +399,26 @@ def cover_letter(request, found, requests, sections: str) -> str:
         ["## The diff", "", f"{len(whole.files)} files.", "", _stat(whole).rstrip("\n")],
     ]
     return "\n\n".join("\n".join(part).rstrip("\n") for part in parts if part) + "\n"
+
+
+def write_pull_requests(tree, folder: Path, author: str, progress=None) -> list[Path]:
+    """The family's series as its pull requests (``series.PULL_REQUESTS``): one folder each,
+    ``<n>-<name>/``, its patches numbered from 1 and its cover letter
+    (``series.COVER_LETTER``); the patch files, in the order ``git am`` takes them."""
+    from sglang_eagle_sizing import series
+
+    found = [s for s in series.steps(tree, False, progress) if s.files]
+    by_concern = {step.patch.concern: step for step in found}
+    requests = tree.family.pull_requests
+    date = series.now()
+    written = []
+    for number, request in enumerate(requests, start=1):
+        own = [by_concern[c] for c in request.concerns if c in by_concern]
+        place = folder / series.request_folder(number, request)
+        written += series.write_patches(own, place, author, date)
+        text = cover_letter(request, own, requests, tree.family.cover_letter(request))
+        (place / series.COVER_LETTER).write_text(text, encoding="utf-8")
+    return written
 
 
 def _stat(step) -> str:

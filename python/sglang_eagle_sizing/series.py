@@ -310,22 +310,12 @@ def combined(found: list[Step]) -> Step:
 def write_series(
     tree: SglangTree, folder: Path, author: str, gpu_test: bool = False, progress=None
 ) -> list[Path]:
-    """The patch files, in the order ``git am`` takes them: in ``folder`` itself for a family
-    without pull requests (``series.PULL_REQUESTS``), else one folder per pull request,
-    ``<n>-<name>/``, its patches numbered from 1 and its cover letter (``COVER_LETTER``)."""
+    """The patch files, in ``folder``, in the order ``git am`` takes them (a family whose
+    series is pull requests: ``pr.write_pull_requests``)."""
     found = [s for s in steps(tree, gpu_test, progress) if s.files]
-    date = email.utils.format_datetime(datetime.datetime.now(datetime.timezone.utc))
-    requests = tree.family.pull_requests
-    if not requests:
-        return write_patches(found, folder, author, date)
-    from sglang_eagle_sizing.pr import cover_letter
+    return write_patches(found, folder, author, now())
 
-    by_concern = {step.patch.concern: step for step in found}
-    written = []
-    for number, request in enumerate(requests, start=1):
-        own = [by_concern[c] for c in request.concerns if c in by_concern]
-        place = folder / request_folder(number, request)
-        written += write_patches(own, place, author, date)
-        text = cover_letter(request, own, requests, tree.family.cover_letter(request))
-        (place / COVER_LETTER).write_text(text, encoding="utf-8")
-    return written
+
+def now() -> str:
+    """The ``Date:`` of the patches written now."""
+    return email.utils.format_datetime(datetime.datetime.now(datetime.timezone.utc))
