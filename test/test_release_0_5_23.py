@@ -20,6 +20,8 @@ from conftest import git, git_status, make_checkout, tree_digest
 from conftest import run_cli as run
 from sglang_eagle_sizing import families
 from sglang_eagle_sizing.families.release_0_5_23 import concerns, sites
+from sglang_eagle_sizing.families.release_0_5_23.series import PULL_REQUESTS
+from sglang_eagle_sizing.series import COVER_LETTER, request_folder
 from sglang_eagle_sizing.tree import SglangTree
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -170,15 +172,81 @@ def test_a_pd_or_idle_verify_place_of_unknown_shape_is_reported(fork, file, rele
 
 
 def test_git_am_of_the_series_gives_the_tree_apply_writes(fork, tmp_path):
+    """``pr --series`` prints the patches of every pull request's folder in order; ``git am``
+    of them all gives ``apply``'s tree, byte for byte."""
     folder = tmp_path / "series"
     code, out, err = run("pr", "--series", str(folder), "--author", "A <a@example.com>", str(fork))
     assert code == 0, err
+    assert [Path(p).parent.name for p in out.split()] == [
+        request_folder(number, request)
+        for number, request in enumerate(PULL_REQUESTS, start=1)
+        for _ in request.concerns
+    ]
     git(fork, "am", "--keep-non-patch", *out.split())
     series_tree = git(fork, "rev-parse", "HEAD^{tree}").strip()
     git(fork, "reset", "-q", "--hard", "v0.5.23")
     assert run("apply", str(fork))[0] == 0
     git(fork, "add", "-A")
     assert git(fork, "write-tree").strip() == series_tree
+
+
+def test_pr_series_writes_one_folder_per_pull_request_with_its_cover_letter(fork, tmp_path):
+    """Each folder: its concerns' patches numbered from 1 (``[PATCH]`` alone, ``[PATCH k/n]``
+    in a series), and ``pull-request.md``: the title, the pull requests it needs by their
+    titles, its sections, one line per commit, the checklist once and the files it changes."""
+    folder = tmp_path / "series"
+    code, _, err = run("pr", "--series", str(folder), "--author", "A <a@example.com>", str(fork))
+    assert code == 0, err
+    subjects = {p.concern: p.subject for p in families.AFTER_REFACTOR.patches()}
+    titles = {r.name: r.title for r in PULL_REQUESTS}
+    names = [request_folder(n, r) for n, r in enumerate(PULL_REQUESTS, start=1)]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(names)
+    for name, request in zip(names, PULL_REQUESTS):
+        patches = sorted((folder / name).glob("*.patch"))
+        assert sorted(p.name for p in (folder / name).iterdir()) == sorted(
+            [p.name for p in patches] + [COVER_LETTER]
+        )
+        total = len(request.concerns)
+        for number, (path, concern) in enumerate(zip(patches, request.concerns), start=1):
+            assert path.name.startswith(f"{number:04d}-"), path
+            tag = f"[PATCH {number}/{total}]" if total > 1 else "[PATCH]"
+            assert f"\nSubject: {tag} {subjects[concern]}\n" in path.read_text(), path
+        letter = (folder / name / COVER_LETTER).read_text()
+        assert letter.startswith(f"# {request.title}\n\n"), name
+        needs = re.search(r"^Needs the pull requests? (.+) \(applied first", letter, re.MULTILINE)
+        named = re.findall(r'"([^"]+)"', needs.group(1)) if needs else []
+        assert named == [titles[n] for n in request.needs], name
+        commits = letter.split("\n## Commits\n\n", 1)[1].split("\n\n", 1)[0]
+        assert commits.splitlines() == [
+            f"{n}. {subjects[c]}" for n, c in enumerate(request.concerns, start=1)
+        ]
+        assert letter.count("\n## Checklist\n") == 1 and "\n## Motivation\n" in letter
+        assert "\n## Accuracy Tests\n" in letter and "## The diff" in letter
+        for word in ("sglang-eagle-sizing", "sglang_eagle_sizing", "/tmp/", "/work/"):
+            assert word not in letter, (name, word)
+
+
+def test_each_pull_request_applies_on_the_release_after_the_ones_its_letter_names(tmp_path):
+    """On a fresh v0.5.23 checkout, each folder after only the folders of the pull requests
+    its cover letter names (scripts/release_0_5_23_tables.py also runs their tests, for the
+    docs' table)."""
+    rows = tables.pull_request_rows(tmp_path, run_tests=False)
+    assert [row.split(" | ")[1] for row in rows] == [r.name for r in PULL_REQUESTS]
+    assert all(row.endswith(" | yes |") for row in rows), rows
+    documented = _doc_rows(tables.PRS_START, tables.PRS_END)
+    assert [r.split(" | ")[:4] for r in documented] == [r.split(" | ")[:4] for r in rows]
+
+
+def test_the_pull_request_table_in_the_docs_has_each_standing_on_what_it_names():
+    """scripts/release_0_5_23_tables.py writes it: each pull request applies after the ones it
+    needs, its tests pass with it and fail with its fix taken out."""
+    rows = _doc_rows(tables.PRS_START, tables.PRS_END)
+    assert [row.split(" | ")[1] for row in rows] == [r.name for r in PULL_REQUESTS]
+    for row, request in zip(rows, PULL_REQUESTS):
+        _, _, patches, needs, applies, with_fix, without = row.removesuffix(" |").split(" | ")
+        assert (patches, needs) == (str(len(request.concerns)), ", ".join(request.needs) or "-")
+        assert applies == "yes" and with_fix.endswith(" tests OK"), row
+        assert without.startswith("fails: "), row
 
 
 def test_the_series_of_a_patched_checkout_is_written_against_its_tag(fork, tmp_path):

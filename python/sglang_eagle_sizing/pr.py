@@ -2,7 +2,9 @@
 take it.
 
 With ``--series DIR``: one ``git format-patch`` file per concern (the family's ``patches``), which
-``git am --keep-non-patch DIR/*.patch`` applies in order on a git checkout of the release,
+``git am --keep-non-patch DIR/*.patch`` applies in order on a git checkout of the release (a
+family whose series is pull requests, ``series.PULL_REQUESTS``: one folder each,
+``DIR/<n>-<name>/``, with its cover letter ``pull-request.md``; ``DIR/*/*.patch``),
 leaving the tree ``apply`` writes but for the GPU end-to-end test file, which has never run
 and comes only with ``--with-gpu-test`` (as the last patch); each patch's message is its
 description without the template's checklist. Without ``--series``: a cover letter that
@@ -35,7 +37,7 @@ if TYPE_CHECKING:  # loaded when the command runs (series, the engine, the rules
 
 HELP = (
     "print the change for SGLang's reviewers: a cover letter and the diff, or with --series "
-    "DIR a git format-patch series, one concern a patch"
+    "DIR a git format-patch series, one concern a patch (0.5.23: a folder per pull request)"
 )
 
 OK, ERROR = 0, 2
@@ -107,7 +109,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--series",
         metavar="DIR",
-        help="write the change as git format-patch files into DIR (created if missing)",
+        help="write the change as git format-patch files into DIR (created if missing); "
+        "on 0.5.23 one folder per pull request, each with its pull-request.md",
     )
     parser.add_argument(
         "--with-gpu-test",
@@ -171,9 +174,13 @@ def run(args: argparse.Namespace) -> int:
                     "git user.name and user.email"
                 )
             progress = _progress if sys.stderr.isatty() else None
-            for path in series.write_series(
-                tree, Path(args.series), author, args.with_gpu_test, progress
-            ):
+            if tree.family.pull_requests:
+                written = write_pull_requests(tree, Path(args.series), author, progress)
+            else:
+                written = series.write_series(
+                    tree, Path(args.series), author, args.with_gpu_test, progress
+                )
+            for path in written:
                 print(path)
             if progress:
                 _progress_done()
@@ -355,6 +362,68 @@ def _after_refactor_pull_request(report: TreeReport, written, with_diff: bool) -
     if with_diff:
         cover += "\n" + _fenced(report.diff(), "diff")
     return cover
+
+
+def _quoted(titles: list[str]) -> str:
+    quoted = [f'"{t}"' for t in titles]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+def needs_line(request, requests) -> str:
+    """The line of a cover letter naming the pull requests to apply first ("" for none)."""
+    titles = {r.name: r.title for r in requests}
+    needed = [titles[name] for name in request.needs]
+    if not needed:
+        return ""
+    several = "s" if len(needed) > 1 else ""
+    order = ", in that order" if len(needed) > 1 else ""
+    return f"Needs the pull request{several} {_quoted(needed)} (applied first{order})."
+
+
+def cover_letter(request, found, requests, sections: str) -> str:
+    """A pull request's cover letter (its folder's ``pull-request.md``), as its description
+    on GitHub: its title, the pull requests it needs, its sections (``sections``: Motivation
+    to Benchmark & Profiling), one line per commit (each commit's message is its patch's
+    description), the template's checklist once, and the files with their line counts."""
+    from sglang_eagle_sizing.series import combined
+
+    patches = [step.patch for step in found]
+    whole = combined(found)
+    needs = needs_line(request, requests)
+    parts = [
+        [f"# {request.title}"],
+        [needs] if needs else [],
+        [sections.strip()],
+        ["## Commits", "", *series_index(patches)],
+        checklist(patches),
+        ["## The diff", "", f"{len(whole.files)} files.", "", _stat(whole).rstrip("\n")],
+    ]
+    return "\n\n".join("\n".join(part).rstrip("\n") for part in parts if part) + "\n"
+
+
+def write_pull_requests(tree, folder: Path, author: str, progress=None) -> list[Path]:
+    """The family's series as its pull requests (``series.PULL_REQUESTS``): one folder each,
+    ``<n>-<name>/``, its patches numbered from 1 and its cover letter
+    (``series.COVER_LETTER``); the patch files, in the order ``git am`` takes them."""
+    from sglang_eagle_sizing import series
+
+    found = [s for s in series.steps(tree, False, progress) if s.files]
+    by_concern = {step.patch.concern: step for step in found}
+    requests = tree.family.pull_requests
+    date = series.now()
+    written = []
+    for number, request in enumerate(requests, start=1):
+        own = [by_concern[c] for c in request.concerns if c in by_concern]
+        place = folder / series.request_folder(number, request)
+        written += series.write_patches(own, place, author, date)
+        text = cover_letter(request, own, requests, tree.family.cover_letter(request))
+        (place / series.COVER_LETTER).write_text(text, encoding="utf-8")
+    return written
+
+
+def _stat(step) -> str:
+    rows = [f"{key} | +{a} -{r}" for key, (a, r) in sorted(step.counts().items())]
+    return _fenced("\n".join(rows) + "\n", "")
 
 
 def pull_request(tree, gpu_test: bool = False, with_diff: bool = False) -> str:

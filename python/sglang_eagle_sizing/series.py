@@ -65,6 +65,22 @@ def without_section(body: str, heading: str) -> str:
     return "".join(out).rstrip() + "\n"
 
 
+@dataclass(frozen=True)
+class PullRequest:
+    """One pull request of a family's series: some of its concerns' patches, in order, with a
+    cover letter (``pull_requests/<name>.md``: the template's sections but the checklist,
+    which ``pr`` gathers from the patches)."""
+
+    #: its folder's name after its number (``pr --series DIR`` writes ``DIR/<n>-<name>/``)
+    name: str
+    #: the pull request's title, in SGLang's style (``[Spec] ...``)
+    title: str
+    #: its concerns, in the order its patches land
+    concerns: tuple[str, ...]
+    #: the earlier pull requests (their ``name``) it applies after; none: on the release alone
+    needs: tuple[str, ...] = ()
+
+
 def read_patch(folder: Path, concern: str) -> Patch:
     """The patch of ``concern`` as its description file ``<folder>/<concern>.md`` says: the
     subject on the first line (a ``# `` heading), the body after it."""
@@ -225,12 +241,14 @@ def diffstat(step: Step) -> str:
 
 def format_patch(step: Step, number: int, total: int, author: str, date: str) -> str:
     """One ``git format-patch`` file: ``git am --keep-non-patch`` keeps the ``[Spec]`` of
-    the subject (plain ``git am`` strips every leading bracket)."""
+    the subject (plain ``git am`` strips every leading bracket); a series of one patch is
+    ``[PATCH]``, as ``git format-patch`` writes it."""
+    numbered = f"PATCH {number}/{total}" if total > 1 else "PATCH"
     return (
         "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
         f"From: {author}\n"
         f"Date: {date}\n"
-        f"Subject: [PATCH {number}/{total}] {step.patch.subject}\n"
+        f"Subject: [{numbered}] {step.patch.subject}\n"
         "\n"
         f"{step.patch.message.rstrip()}\n"
         "---\n"
@@ -255,11 +273,19 @@ def author_of(tree: SglangTree) -> str | None:
     return f"{name} <{mail}>" if name and mail else None
 
 
-def write_series(
-    tree: SglangTree, folder: Path, author: str, gpu_test: bool = False, progress=None
-) -> list[Path]:
-    found = [s for s in steps(tree, gpu_test, progress) if s.files]
-    date = email.utils.format_datetime(datetime.datetime.now(datetime.timezone.utc))
+#: the cover letter of each pull request's folder: the pull request's description, in the
+#: sections of SGLang's template (a ``0000-cover-letter.patch`` holds no diff, and ``git am``
+#: stops at it: "Patch is empty")
+COVER_LETTER = "pull-request.md"
+
+
+def request_folder(number: int, request: PullRequest) -> str:
+    """``<n>-<name>``: the folders sort in the order they apply."""
+    return f"{number}-{request.name}"
+
+
+def write_patches(found: list[Step], folder: Path, author: str, date: str) -> list[Path]:
+    """``found`` as ``git format-patch`` writes a branch of them: ``0001-<subject>.patch`` on."""
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for number, step in enumerate(found, start=1):
@@ -267,3 +293,29 @@ def write_series(
         path.write_text(format_patch(step, number, len(found), author, date), encoding="utf-8")
         written.append(path)
     return written
+
+
+def combined(found: list[Step]) -> Step:
+    """The steps as one: each file from its text before the first to its text after the
+    last (what a pull request's "Files changed" shows)."""
+    files: dict[str, tuple[str | None, str | None]] = {}
+    for step in found:
+        for key, (old, new) in step.files.items():
+            files[key] = (files[key][0] if key in files else old, new)
+    return Step(found[0].patch if found else Patch("", "", ""), {
+        k: (old, new) for k, (old, new) in files.items() if old != new
+    })
+
+
+def write_series(
+    tree: SglangTree, folder: Path, author: str, gpu_test: bool = False, progress=None
+) -> list[Path]:
+    """The patch files, in ``folder``, in the order ``git am`` takes them (a family whose
+    series is pull requests: ``pr.write_pull_requests``)."""
+    found = [s for s in steps(tree, gpu_test, progress) if s.files]
+    return write_patches(found, folder, author, now())
+
+
+def now() -> str:
+    """The ``Date:`` of the patches written now."""
+    return email.utils.format_datetime(datetime.datetime.now(datetime.timezone.utc))

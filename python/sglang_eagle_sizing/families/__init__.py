@@ -153,6 +153,16 @@ class Family:
         return self._import("series").patches(gpu_test)
 
     @property
+    def pull_requests(self) -> tuple:
+        """The pull requests its series is written as (``series.PULL_REQUESTS``, each a
+        ``series.PullRequest``), in the order they apply; none: one flat series."""
+        return getattr(self._import("series"), "PULL_REQUESTS", ())
+
+    def cover_letter(self, request) -> str:
+        """The cover letter's sections of ``request`` (``pull_requests/<name>.md``)."""
+        return (self.folder / "pull_requests" / f"{request.name}.md").read_text()
+
+    @property
     def needs(self) -> dict[str, tuple[str, ...]]:
         """The earlier patches each patch needs to apply on the release (others: none)."""
         return self._import("series").NEEDS

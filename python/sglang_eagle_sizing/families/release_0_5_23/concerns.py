@@ -1,6 +1,8 @@
-"""SGLang 0.5.23's concerns, in the order its series lands them: its sizing series, then the
-fixes of what serving showed broken under PD and DP attention (STANDALONE's draft proposal
-across PD, and the idle verify input's KV layout)."""
+"""SGLang 0.5.23's concerns, in the order its series lands them: pull request by pull request
+(``series.PULL_REQUESTS``): the EAGLE-3 drafter's config read once and checked before load,
+the speculators format, the draft's dtype, Gemma-3's capture, then the fixes of what serving
+showed broken under PD and DP attention (STANDALONE's draft proposal across PD, and the idle
+verify input's KV layout)."""
 
 from __future__ import annotations
 
@@ -24,9 +26,9 @@ ORDER: tuple[str, ...] = (
     CAPTURE_CONTRACT_OWN_RULES,
     DRAFT_CHECK,
     TOP_LEVEL_LAYER_IDS,
-    DRAFT_DTYPE,
     SPECULATORS_NORMS,
     SPECULATORS_EAGLE3,
+    DRAFT_DTYPE,
     GEMMA3_AUX_RESIDUAL,
     STANDALONE_DISAGG,
     IDLE_VERIFY_KV,
