@@ -58,6 +58,8 @@ RECORDED: dict[str, list[tuple[str, str, str]]] = {
          "classes-0.5.23.json", "qwen3-moe-eagle3-speculators-v2"),
         ("DeepSeek-V3 target (6 layers, MLA), speculators ids `[3, 4, 5]`",
          "classes-0.5.23.json", "deepseek-v3-eagle3-speculators-v2"),
+        ("DeepSeek-V3 target (6 layers, MLA), speculators ids `[1, 3, 5]`",
+         "classes-deepseek-v3-first-index-1-0.5.23.json", "deepseek-v3-eagle3-speculators-v2"),
         ("GPT-OSS target (4 layers), speculators ids `[1, 2, 4]`",
          "classes-final-boundary-0.5.23.json", "gpt-oss-eagle3-speculators-v2"),
         ("Gemma-3 target (4 layers), speculators ids `[1, 2, 4]`",
