@@ -1,13 +1,14 @@
 """Per model file of SGLang 0.5.23 that defines ``set_eagle3_layers_to_capture(self, layer_ids)``:
 the ids shifted by one at the entry of every such method in it (``layer_ids = layer_ids and
 [i + 1 for i in layer_ids]`` as its first statement), on a patched checkout, and which of the
-capture-contract fork tests kill the mutant (fail on it). The fork tests pin each class's
-capture by a table measured on the release, so every file's mutant must be killed.
+capture-contract fork tests kills the mutant (fails on it; the test of the file's own
+group is run first, the others only if it passes). The fork tests pin each class's capture by
+a table measured on the release, so every file's mutant must be killed.
 
     .venv/bin/python scripts/capture_mutants_table.py [--workdir DIR]
 
 Run with the fork tests as a fork runs them (``python3 <file>`` in ``.venv-0.5.23``). About
-5 minutes on two cores. Prints one Markdown table; exit 1 if a mutant lives.
+5 minutes on two idle cores. Prints one Markdown table; exit 1 if a mutant lives.
 """
 
 from __future__ import annotations
@@ -79,7 +80,15 @@ def mutant_row(patched: Path, work: Path, model: str) -> tuple[str, int, list[st
     path = fork / "python/sglang/srt" / model
     text, count = shifted(path.read_text())
     path.write_text(text)
-    killers = [Path(t).stem for t in TESTS if not run_test(fork, t)]
+    # its own group's test first; the first that fails kills it
+    name = Path(model).stem
+    group = next(c for c, names in sites.CAPTURE_CONTRACT_GROUPS.items() if name in names)
+    own = TESTS[list(sites.CAPTURE_CONTRACT_GROUPS).index(group)]
+    killers = []
+    for test in (own, *[t for t in TESTS if t != own]):
+        if not run_test(fork, test):
+            killers = [Path(test).stem]
+            break
     shutil.rmtree(fork)
     return model, count, killers
 
