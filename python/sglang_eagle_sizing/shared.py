@@ -121,8 +121,12 @@ class CaptureTryRule(Rule):
 #: Before ``get_config``.
 SPECULATORS_CONFIG_FUNCTIONS = '''
 def is_speculators_eagle3_config(config_dict: dict) -> bool:
-    """Whether a config.json was written by the speculators library."""
-    return "speculators_config" in config_dict
+    """Whether a config.json is in the speculators library's format: no model_type
+    and a speculators_config (its speculators_model_type names the drafter)."""
+    return (
+        config_dict.get("model_type") is None
+        and config_dict.get("speculators_config") is not None
+    )
 
 
 def speculators_eagle3_to_llama_config(config_dict: dict, path: str = "config.json"):
@@ -138,11 +142,11 @@ def speculators_eagle3_to_llama_config(config_dict: dict, path: str = "config.js
     def refuse(key: str, value, reason: str) -> ValueError:
         return ValueError(f"{path}: {key}={value!r}: {reason}")
 
-    algorithm = (config_dict.get("speculators_config") or {}).get("algorithm")
-    if algorithm != "eagle3":
+    drafter = config_dict.get("speculators_model_type")
+    if drafter != "eagle3":
         raise refuse(
-            "speculators_config.algorithm",
-            algorithm,
+            "speculators_model_type",
+            drafter,
             "only eagle3 drafters load as LlamaForCausalLMEagle3",
         )
     layer = dict(config_dict.get("transformer_layer_config") or {})
@@ -215,6 +219,8 @@ def auto_config_or_speculators_eagle3(
         if not hasattr(config, "speculators_config"):
             return config
         config_dict, _ = PretrainedConfig.get_config_dict(model, **kwargs)
+        if not is_speculators_eagle3_config(config_dict):
+            return config
     config = speculators_eagle3_to_llama_config(config_dict, f"{model}/config.json")
     config._name_or_path = str(model)
     return config

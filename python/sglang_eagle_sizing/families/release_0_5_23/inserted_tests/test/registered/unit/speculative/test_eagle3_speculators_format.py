@@ -33,6 +33,7 @@ TARGET = {
 # As speculators writes it: no model_type, the decoder layer's config nested.
 SPECULATORS_DRAFT = {
     "architectures": ["Eagle3DraftModel"],
+    "speculators_model_type": "eagle3",
     "speculators_config": {"algorithm": "eagle3"},
     "transformer_layer_config": {**TARGET, "hidden_size": 64, "num_hidden_layers": 1},
     "draft_vocab_size": 96,
@@ -115,6 +116,25 @@ class TestSpeculatorsFormat(CustomTestCase):
         config = get_config(self.folder(TARGET), trust_remote_code=False)
         self.assertEqual(config.architectures, ["LlamaForCausalLM"])
         self.assertFalse(hasattr(config, "draft_vocab_size"))
+
+    def test_the_drafter_is_named_by_speculators_model_type(self):
+        # As vLLM reads the format: a speculators_config and no model_type (or a
+        # null one), whose speculators_model_type names the drafter.
+        draft = {**SPECULATORS_DRAFT, "model_type": None}
+        config = get_config(self.folder(draft), trust_remote_code=False)
+        self.assertEqual(config.architectures, ["LlamaForCausalLMEagle3"])
+        unnamed = dict(SPECULATORS_DRAFT)
+        del unnamed["speculators_model_type"]
+        for draft, value in (
+            (unnamed, None),
+            ({**SPECULATORS_DRAFT, "speculators_model_type": "eagle"}, "eagle"),
+        ):
+            declared = re.escape(f"speculators_model_type={value!r}")
+            with (
+                self.subTest(value),
+                self.assertRaisesRegex(ValueError, f"{declared}: only eagle3"),
+            ):
+                get_config(self.folder(draft), trust_remote_code=False)
 
     def test_a_config_with_a_model_type_is_read_as_it_says(self):
         # An SGLang EAGLE-3 config carrying a leftover speculators_config block.

@@ -125,6 +125,32 @@ class TestSpeculatorsFormat(CustomTestCase):
                 )
                 self.assertEqual(get_eagle_num_aux_hidden_states(hf_config), num_aux)
 
+    def test_the_drafter_is_named_by_speculators_model_type(self):
+        # As vLLM reads the format: a speculators_config and no model_type (or a
+        # null one); speculators_model_type names the drafter.
+        config = get_config(
+            self.folders.write(speculators_eagle3(model_type=None)),
+            trust_remote_code=False,
+        )
+        self.assertEqual(config.architectures, ["LlamaForCausalLMEagle3"])
+        # A config with a model_type is AutoConfig's, whatever else it holds.
+        with self.assertRaises(ValueError) as raised:
+            get_config(
+                self.folders.write(speculators_eagle3(model_type="not_a_model")),
+                trust_remote_code=False,
+            )
+        self.assertIn("not_a_model", str(raised.exception))
+        self.assertNotIn("speculators_model_type", str(raised.exception))
+        unnamed = speculators_eagle3()
+        del unnamed["speculators_model_type"]
+        eagle = speculators_eagle3(speculators_model_type="eagle")
+        for config, value in ((unnamed, None), (eagle, "eagle")):
+            with self.subTest(value=value), self.assertRaises(ValueError) as raised:
+                get_config(self.folders.write(config), trust_remote_code=False)
+            self.assertIn(
+                f"speculators_model_type={value!r}: only eagle3", str(raised.exception)
+            )
+
     def test_what_cannot_be_served_is_refused_naming_the_key(self):
         layer = speculators_eagle3()["transformer_layer_config"]
         refused = {
@@ -134,8 +160,8 @@ class TestSpeculatorsFormat(CustomTestCase):
             "transformer_layer_config.num_hidden_layers": speculators_eagle3(
                 transformer_layer_config={**layer, "num_hidden_layers": 2}
             ),
-            "speculators_config.algorithm": speculators_eagle3(
-                speculators_config={"algorithm": "mlp"}
+            "speculators_model_type": speculators_eagle3(
+                speculators_model_type="mlp_speculator"
             ),
             "fc_norm": speculators_eagle3(norm_before_fc=True, fc_norm=True),
         }
