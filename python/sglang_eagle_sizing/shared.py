@@ -192,7 +192,9 @@ def speculators_eagle3_to_llama_config(config_dict: dict, path: str = "config.js
                 "is not captured)",
             )
         config.eagle_aux_hidden_state_layer_ids = list(layer_ids)
-    for key in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"):
+    # An absent norm_before_residual is true, as vLLM reads the format.
+    config.norm_before_residual = bool(config_dict.get("norm_before_residual", True))
+    for key in ("norm_before_fc", "fc_norm", "norm_output"):
         setattr(config, key, bool(config_dict.get(key, False)))
     return config
 

@@ -136,6 +136,17 @@ class TestSpeculatorsFormat(CustomTestCase):
             ):
                 get_config(self.folder(draft), trust_remote_code=False)
 
+    def test_an_absent_norm_before_residual_is_true(self):
+        # As vLLM reads the format (the library writes the key for every drafter).
+        draft = dict(SPECULATORS_DRAFT)
+        del draft["norm_before_residual"]
+        for flags, expected in (({}, True), ({"norm_before_residual": False}, False)):
+            config = get_config(
+                self.folder({**draft, **flags}), trust_remote_code=False
+            )
+            with self.subTest(flags):
+                self.assertIs(config.norm_before_residual, expected)
+
     def test_a_config_with_a_model_type_is_read_as_it_says(self):
         # An SGLang EAGLE-3 config carrying a leftover speculators_config block.
         leftover = {

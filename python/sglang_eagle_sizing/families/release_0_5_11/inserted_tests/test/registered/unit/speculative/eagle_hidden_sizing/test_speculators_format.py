@@ -151,6 +151,15 @@ class TestSpeculatorsFormat(CustomTestCase):
                 f"speculators_model_type={value!r}: only eagle3", str(raised.exception)
             )
 
+    def test_an_absent_norm_before_residual_is_true(self):
+        # As vLLM reads the format (the library writes the key for every drafter).
+        for flags, expected in (({}, True), ({"norm_before_residual": False}, False)):
+            config = get_config(
+                self.folders.write(speculators_eagle3(**flags)), trust_remote_code=False
+            )
+            with self.subTest(flags=flags):
+                self.assertIs(config.norm_before_residual, expected)
+
     def test_what_cannot_be_served_is_refused_naming_the_key(self):
         layer = speculators_eagle3()["transformer_layer_config"]
         refused = {
