@@ -150,13 +150,22 @@ def speculators_eagle3_to_llama_config(config_dict: dict, path: str = "config.js
             "only eagle3 drafters load as LlamaForCausalLMEagle3",
         )
     layer = dict(config_dict.get("transformer_layer_config") or {})
-    # The speculators library builds a Qwen3 layer when none is named.
-    model_type = layer.pop("model_type", "qwen3")
+    model_type = layer.pop("model_type", None)
+    if model_type in (None, "qwen3"):
+        # The library builds a Qwen3 layer for these (none named: its default).
+        raise refuse(
+            "transformer_layer_config.model_type",
+            model_type,
+            "the speculators library drafts with a Qwen3 decoder layer, whose "
+            "attention RMS-normalizes each head's queries and keys (self_attn.q_norm, "
+            "self_attn.k_norm) before RoPE; LlamaForCausalLMEagle3's llama layer "
+            "has no such norms",
+        )
     if model_type != "llama":
         raise refuse(
             "transformer_layer_config.model_type",
             model_type,
-            "LlamaForCausalLMEagle3 has a llama decoder layer",
+            "LlamaForCausalLMEagle3 computes a llama decoder layer",
         )
     num_layers = layer.get("num_hidden_layers", 1)
     if num_layers != 1:

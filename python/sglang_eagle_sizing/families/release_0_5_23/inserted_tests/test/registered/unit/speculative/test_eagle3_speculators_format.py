@@ -147,6 +147,23 @@ class TestSpeculatorsFormat(CustomTestCase):
             with self.subTest(flags):
                 self.assertIs(config.norm_before_residual, expected)
 
+    def test_a_qwen3_layer_is_refused_saying_what_the_library_computes(self):
+        # The library drafts with a Qwen3 layer for it (none named: its default),
+        # whose q_norm and k_norm LlamaForCausalLMEagle3 does not have.
+        unnamed = dict(SPECULATORS_DRAFT["transformer_layer_config"])
+        qwen3 = {**unnamed, "model_type": "qwen3"}
+        del unnamed["model_type"]
+        library = "the speculators library drafts with a Qwen3 decoder layer"
+        norms = re.escape("(self_attn.q_norm, self_attn.k_norm) before RoPE")
+        for layer, value in ((qwen3, "qwen3"), (unnamed, None)):
+            draft = {**SPECULATORS_DRAFT, "transformer_layer_config": layer}
+            declared = re.escape(f"transformer_layer_config.model_type={value!r}")
+            with (
+                self.subTest(value),
+                self.assertRaisesRegex(ValueError, f"{declared}: {library}.*{norms}"),
+            ):
+                get_config(self.folder(draft), trust_remote_code=False)
+
     def test_a_config_with_a_model_type_is_read_as_it_says(self):
         # An SGLang EAGLE-3 config carrying a leftover speculators_config block.
         leftover = {

@@ -160,6 +160,24 @@ class TestSpeculatorsFormat(CustomTestCase):
             with self.subTest(flags=flags):
                 self.assertIs(config.norm_before_residual, expected)
 
+    def test_a_qwen3_layer_is_refused_saying_what_the_library_computes(self):
+        # The library drafts with a Qwen3 layer for it (none named: its default),
+        # whose q_norm and k_norm LlamaForCausalLMEagle3 does not have.
+        layer = dict(speculators_eagle3()["transformer_layer_config"])
+        qwen3 = {**layer, "model_type": "qwen3"}
+        del layer["model_type"]
+        for layer, value in ((qwen3, "qwen3"), (layer, None)):
+            config = speculators_eagle3(transformer_layer_config=layer)
+            with self.subTest(value=value), self.assertRaises(ValueError) as raised:
+                get_config(self.folders.write(config), trust_remote_code=False)
+            message = str(raised.exception)
+            self.assertIn(
+                f"transformer_layer_config.model_type={value!r}: the speculators "
+                "library drafts with a Qwen3 decoder layer",
+                message,
+            )
+            self.assertIn("(self_attn.q_norm, self_attn.k_norm) before RoPE", message)
+
     def test_what_cannot_be_served_is_refused_naming_the_key(self):
         layer = speculators_eagle3()["transformer_layer_config"]
         refused = {
