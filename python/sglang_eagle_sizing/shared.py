@@ -190,17 +190,9 @@ def speculators_eagle3_to_llama_config(config_dict: dict, path: str = "config.js
     if layer_ids is not None:
         # The format counts the target's hidden states as output_hidden_states does
         # (0: the embeddings, k: the output of layer k - 1), as the top-level key
-        # means: kept as declared.
-        if not isinstance(layer_ids, list) or not all(
-            isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in layer_ids
-        ):
-            raise refuse(
-                "eagle_aux_hidden_state_layer_ids",
-                layer_ids,
-                "indices of the target's hidden states from 1 (0, the embeddings, "
-                "is not captured)",
-            )
-        config.eagle_aux_hidden_state_layer_ids = list(layer_ids)
+        # means: kept as declared, for that key's reader to check, so that both
+        # accept the same indices.
+        config.eagle_aux_hidden_state_layer_ids = layer_ids
     # An absent norm_before_residual is true, as vLLM reads the format.
     config.norm_before_residual = bool(config_dict.get("norm_before_residual", True))
     for key in ("norm_before_fc", "fc_norm", "norm_output"):

@@ -40,6 +40,13 @@ SPECULATORS_DRAFT = {
     "target_hidden_size": 48,
     "norm_before_residual": True,
 }
+# An SGLang EAGLE-3 config declaring the same ids at the top level (vLLM's key).
+TOP_LEVEL_DRAFT = {
+    **SPECULATORS_DRAFT["transformer_layer_config"],
+    "architectures": ["LlamaForCausalLMEagle3"],
+    "draft_vocab_size": 96,
+    "target_hidden_size": 48,
+}
 GPT_OSS = {
     **TARGET,
     "architectures": ["GptOssForCausalLM"],
@@ -71,8 +78,8 @@ class TestSpeculatorsFormat(CustomTestCase):
         (Path(folder.name) / "config.json").write_text(json.dumps(config))
         return folder.name
 
-    def server_args(self, layer_ids, target=TARGET):
-        draft = {**SPECULATORS_DRAFT, "eagle_aux_hidden_state_layer_ids": layer_ids}
+    def server_args(self, layer_ids, target=TARGET, draft=SPECULATORS_DRAFT):
+        draft = {**draft, "eagle_aux_hidden_state_layer_ids": layer_ids}
         return ServerArgs(
             model_path=self.folder(target),
             device="cpu",
@@ -81,10 +88,10 @@ class TestSpeculatorsFormat(CustomTestCase):
             skip_tokenizer_init=True,
         )
 
-    def resolved(self, layer_ids, target=TARGET):
+    def resolved(self, layer_ids, target=TARGET, draft=SPECULATORS_DRAFT):
         """What the model runner resolves for a drafter declaring ``layer_ids``, and
         the target's config."""
-        server_args = self.server_args(layer_ids, target)
+        server_args = self.server_args(layer_ids, target, draft)
         context = create_context(
             server_args, role="test", ranks=SpawnRanks(world_rank=0)
         )
@@ -181,6 +188,22 @@ class TestSpeculatorsFormat(CustomTestCase):
         # embeddings), the output of layer k - 1: SGLang's id k - 1.
         resolved, _ = self.resolved([1, 3, 5])
         self.assertEqual(resolved.eagle_aux_hidden_state_layer_ids, [0, 2, 4])
+
+    def test_the_ids_are_read_as_top_level_ids_are(self):
+        # Both are hidden-state indices (0: the embeddings): the same ids are
+        # accepted, and the target is handed the same layer ids.
+        for layer_ids in ([0, 3, 5], [1, 3, 5]):
+            with self.subTest(layer_ids):
+                for draft in (SPECULATORS_DRAFT, TOP_LEVEL_DRAFT):
+                    server_args = self.server_args(layer_ids, draft=draft)
+                    _handle_eagle3_draft_check(server_args)
+                resolved = [
+                    self.resolved(layer_ids, draft=draft)[0]
+                    for draft in (SPECULATORS_DRAFT, TOP_LEVEL_DRAFT)
+                ]
+                self.assertEqual(
+                    *[r.eagle_aux_hidden_state_layer_ids for r in resolved]
+                )
 
     def test_every_target_captures_the_hidden_states_the_ids_name(self):
         # Llama captures the output of SGLang's ids; DeepSeek-V3 takes them as
