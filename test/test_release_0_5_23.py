@@ -468,7 +468,10 @@ def test_report_gives_every_site_as_patched_next_to_0_5_23(fork, tmp_path):
         "float16 reads the target's bfloat16 hidden states: BFloat16 != Half)",
     }
     rules = {line.split(":", 1)[0].strip(): line for line in lines if " -> hidden states " in line}
-    assert rules["patched"].endswith("layer ids [0, 9, 19, 27] -> hidden states [1, 10, 20, 28]")
+    assert rules["patched"].endswith(
+        "hidden-state indices [1, 10, 20, 28] (handed as they are) -> hidden states "
+        "[1, 10, 20, 28]"
+    )
     assert rules["released"].startswith(
         "  released: released (the class's method on a stand-in): "
         "LlamaForCausalLM.set_eagle3_layers_to_capture"
@@ -498,9 +501,10 @@ KIMI = ROOT / "test" / "data" / "kimi-k2-instruct__specforge-eagle3"
 def test_report_a_speculators_drafter_on_deepseek_captures_the_states_its_ids_name(
     fork, tmp_path
 ):
-    """DeepSeek-V3 captures hidden states [2, 30, 58] for the layer ids [2, 30, 58] (its
-    rule adds 1 only when the first id is 1): the patched tree gives it the layer ids that
-    capture output_hidden_states[3, 31, 59], the speculators ids, as given."""
+    """DeepSeek-V3's rule reads layer ids (it adds 1 only when the first id is 1); the
+    patched tree hands the speculators ids to it as hidden-state indices, as they are: it
+    captures output_hidden_states[3, 31, 59], and [1, 30, 58] too, which no layer ids give
+    under its rule."""
     config = json.loads((SPECULATORS / "draft" / "config.json").read_text())
     layer = {**config["transformer_layer_config"], "hidden_size": 7168}
     draft = tmp_path / "draft"
@@ -516,8 +520,16 @@ def test_report_a_speculators_drafter_on_deepseek_captures_the_states_its_ids_na
     )
     report = _report_json(fork, draft, KIMI / "target")
     assert report["patched"]["target_class"] == "DeepseekV3ForCausalLM"
-    assert report["patched"]["layer_ids"] == [3, 31, 59]
+    assert report["patched"]["layer_ids"] is None
+    assert report["patched"]["hidden_state_ids"] == [3, 31, 59]
     assert report["patched"]["captured_hidden_states"] == [3, 31, 59]
+    config["eagle_aux_hidden_state_layer_ids"] = [1, 30, 58]
+    (draft / "config.json").write_text(
+        json.dumps({**config, "transformer_layer_config": layer})
+    )
+    report = _report_json(fork, draft, KIMI / "target")
+    assert report["patched"]["refusal"] is None
+    assert report["patched"]["captured_hidden_states"] == [1, 30, 58]
 
 
 def test_report_on_a_patched_tree_reads_0_5_23_from_what_apply_saved(fork):

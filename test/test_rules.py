@@ -959,6 +959,7 @@ def _speculators_read(auto_config):
     reads = []
     drafter = {
         "architectures": ["Eagle3DraftModel"],
+        "speculators_model_type": "eagle3",
         "speculators_config": {"algorithm": "eagle3"},
         "transformer_layer_config": {"model_type": "llama", "hidden_size": 64},
         "eagle_aux_hidden_state_layer_ids": [1, 3, 5],
@@ -1011,6 +1012,11 @@ def test_the_speculators_read_reads_a_config_again_only_when_autoconfig_refuses_
         assert config.eagle_aux_hidden_state_layer_ids == [1, 3, 5]
         assert config._name_or_path == model
     assert len(reads) == 2  # one read each
+    # read as another class by path, and the file has a model_type: AutoConfig's config
+    # (a leftover speculators_config block is not the format)
+    by_path = read("by-path-target")
+    assert by_path.speculators_config == {"algorithm": "eagle3"}
+    assert not hasattr(by_path, "architectures")
 
 
 LOAD_WEIGHTS_BEFORE = """\

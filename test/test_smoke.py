@@ -475,6 +475,22 @@ def test_pair_shrinks_a_speculators_drafter_in_its_own_format():
     assert "unquantized (its mxfp4 quantization" in case.description
 
 
+def test_pair_reads_an_absent_norm_before_residual_as_vllm_does(tmp_path):
+    """The speculators format without the key: true, as vLLM's update_eagle3 reads it."""
+    from conftest import DATA
+    from sglang_eagle_sizing.smoke.pair import pair_case
+
+    pair = tmp_path / "pair"
+    shutil.copytree(DATA / "gpt-oss-20b__nm-testing-speculators-eagle3", pair)
+    draft = json.loads((pair / "draft/config.json").read_text())
+    for present, norms in ((None, ("norm_before_residual",)), (False, ())):
+        draft.pop("norm_before_residual", None)
+        if present is not None:
+            draft["norm_before_residual"] = present
+        (pair / "draft/config.json").write_text(json.dumps(draft))
+        assert pair_case(pair).drafter.speculators_norms == norms, present
+
+
 @pytest.mark.parametrize(
     "drafter_format, layer_ids, first_state",
     # what each format's owner says an id means, as an index into transformers'

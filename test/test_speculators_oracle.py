@@ -105,3 +105,39 @@ def test_the_doc_tables_list_every_case_and_mutant():
     assert all(row.endswith("| equal |") for row in patched), patched
     mutants = [row.split("`")[1] for row in rows[len(CASES):len(CASES) + len(MUTANTS)]]
     assert mutants == list(MUTANTS)
+
+
+def test_the_librarys_qwen3_layer_is_not_what_llama_eagle3_computes(monkeypatch):
+    """Why ``speculators_eagle3_to_llama_config`` refuses ``transformer_layer_config.model_type``
+    ``qwen3`` (and none, which the library reads as qwen3): the library's ``Eagle3DraftModel``
+    with that layer has ``self_attn.q_norm`` and ``self_attn.k_norm``, and its forward differs
+    from the same drafter's with a llama layer (what ``LlamaForCausalLMEagle3`` computes, by
+    the oracle above) on every other weight the same, the two norms' weights 1 included."""
+    monkeypatch.syspath_prepend(str(SUPPORT))
+    import torch
+    from speculators.models.eagle3 import Eagle3SpeculatorConfig
+    from speculators_reference import library_drafter, library_forward
+    from transformers.models.qwen3.configuration_qwen3 import Qwen3Config
+
+    llama = library_drafter("default", [2, 5, 8])
+    keys = llama.config.transformer_layer_config.to_diff_dict()
+    layer = Qwen3Config(**{k: v for k, v in keys.items() if k != "model_type"})
+    layer._attn_implementation = "eager"
+    config = Eagle3SpeculatorConfig(
+        **{**llama.config.model_dump(), "transformer_layer_config": layer}
+    )
+    assert Eagle3SpeculatorConfig(
+        **{**config.model_dump(), "transformer_layer_config": {"hidden_size": 64}}
+    ).transformer_layer_config.model_type == "qwen3"  # none named: a Qwen3 layer
+    qwen3 = type(llama)(config).eval()
+    extra = qwen3.load_state_dict(llama.state_dict(), strict=False).missing_keys
+    assert sorted(extra) == ["layers.0.self_attn.k_norm.weight", "layers.0.self_attn.q_norm.weight"]
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(0, 256, (6,), generator=generator)
+    aux = torch.randn((6, 3 * 64), generator=generator)
+    with torch.no_grad():
+        for name in extra:
+            qwen3.get_parameter(name).fill_(1.0)
+    llama_logits, _ = library_forward(llama, aux, input_ids)
+    qwen3_logits, _ = library_forward(qwen3, aux, input_ids)
+    assert (qwen3_logits - llama_logits).abs().max() > 1e-2

@@ -121,8 +121,12 @@ class CaptureTryRule(Rule):
 #: Before ``get_config``.
 SPECULATORS_CONFIG_FUNCTIONS = '''
 def is_speculators_eagle3_config(config_dict: dict) -> bool:
-    """Whether a config.json was written by the speculators library."""
-    return "speculators_config" in config_dict
+    """Whether a config.json is in the speculators library's format: no model_type
+    and a speculators_config (its speculators_model_type names the drafter)."""
+    return (
+        config_dict.get("model_type") is None
+        and config_dict.get("speculators_config") is not None
+    )
 
 
 def speculators_eagle3_to_llama_config(config_dict: dict, path: str = "config.json"):
@@ -138,21 +142,30 @@ def speculators_eagle3_to_llama_config(config_dict: dict, path: str = "config.js
     def refuse(key: str, value, reason: str) -> ValueError:
         return ValueError(f"{path}: {key}={value!r}: {reason}")
 
-    algorithm = (config_dict.get("speculators_config") or {}).get("algorithm")
-    if algorithm != "eagle3":
+    drafter = config_dict.get("speculators_model_type")
+    if drafter != "eagle3":
         raise refuse(
-            "speculators_config.algorithm",
-            algorithm,
+            "speculators_model_type",
+            drafter,
             "only eagle3 drafters load as LlamaForCausalLMEagle3",
         )
     layer = dict(config_dict.get("transformer_layer_config") or {})
-    # The speculators library builds a Qwen3 layer when none is named.
-    model_type = layer.pop("model_type", "qwen3")
+    model_type = layer.pop("model_type", None)
+    if model_type in (None, "qwen3"):
+        # The library builds a Qwen3 layer for these (none named: its default).
+        raise refuse(
+            "transformer_layer_config.model_type",
+            model_type,
+            "the speculators library drafts with a Qwen3 decoder layer, whose "
+            "attention RMS-normalizes each head's queries and keys (self_attn.q_norm, "
+            "self_attn.k_norm) before RoPE; LlamaForCausalLMEagle3's llama layer "
+            "has no such norms",
+        )
     if model_type != "llama":
         raise refuse(
             "transformer_layer_config.model_type",
             model_type,
-            "LlamaForCausalLMEagle3 has a llama decoder layer",
+            "LlamaForCausalLMEagle3 computes a llama decoder layer",
         )
     num_layers = layer.get("num_hidden_layers", 1)
     if num_layers != 1:
@@ -177,18 +190,12 @@ def speculators_eagle3_to_llama_config(config_dict: dict, path: str = "config.js
     if layer_ids is not None:
         # The format counts the target's hidden states as output_hidden_states does
         # (0: the embeddings, k: the output of layer k - 1), as the top-level key
-        # means: kept as declared.
-        if not isinstance(layer_ids, list) or not all(
-            isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in layer_ids
-        ):
-            raise refuse(
-                "eagle_aux_hidden_state_layer_ids",
-                layer_ids,
-                "indices of the target's hidden states from 1 (0, the embeddings, "
-                "is not captured)",
-            )
-        config.eagle_aux_hidden_state_layer_ids = list(layer_ids)
-    for key in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"):
+        # means: kept as declared, for that key's reader to check, so that both
+        # accept the same indices.
+        config.eagle_aux_hidden_state_layer_ids = layer_ids
+    # An absent norm_before_residual is true, as vLLM reads the format.
+    config.norm_before_residual = bool(config_dict.get("norm_before_residual", True))
+    for key in ("norm_before_fc", "fc_norm", "norm_output"):
         setattr(config, key, bool(config_dict.get(key, False)))
     return config
 
@@ -215,6 +222,8 @@ def auto_config_or_speculators_eagle3(
         if not hasattr(config, "speculators_config"):
             return config
         config_dict, _ = PretrainedConfig.get_config_dict(model, **kwargs)
+        if not is_speculators_eagle3_config(config_dict):
+            return config
     config = speculators_eagle3_to_llama_config(config_dict, f"{model}/config.json")
     config._name_or_path = str(model)
     return config

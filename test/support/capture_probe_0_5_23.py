@@ -128,7 +128,8 @@ def save_target(folder: Path) -> tuple:
 
 
 def asked_layer_ids(target: Path, draft: Path):
-    """The layer ids the tree's target start-up asks its model to capture."""
+    """The layer ids the tree's target start-up asks its model to capture, and the
+    hidden-state indices it hands on as they are (a tree with that path; else None)."""
     server_args = ServerArgs(
         model_path=str(target),
         device="cpu",
@@ -145,16 +146,21 @@ def asked_layer_ids(target: Path, draft: Path):
             spec_algorithm=SpeculativeAlgorithm.EAGLE3,
             is_draft_worker=False,
         )
-    return capture.eagle_aux_hidden_state_layer_ids
+    return capture.eagle_aux_hidden_state_layer_ids, getattr(
+        capture, "eagle_aux_hidden_state_indices", None
+    )
 
 
-def captured(target: Path, layer_ids) -> torch.Tensor:
+def captured(target: Path, layer_ids, hidden_state_ids=None) -> torch.Tensor:
     """The hidden states the tree's target hands the drafter: (tokens, chunks * HIDDEN)."""
     config = transformers.AutoConfig.from_pretrained(target)
     with one_cpu_rank():
         model = LlamaForCausalLM(config).eval()
     model.load_weights(safetensors_weights_iterator([str(target / "model.safetensors")]))
-    model.set_eagle3_layers_to_capture(layer_ids)
+    if hidden_state_ids is not None:  # the tree hands indices on as they are
+        model.set_eagle3_hidden_states_to_capture(hidden_state_ids)
+    else:
+        model.set_eagle3_layers_to_capture(layer_ids)
     output, _ = forward_one_sequence(
         model, torch.tensor(TOKENS), ForwardMode.EXTEND, kv_heads=config.num_key_value_heads,
         head_dim=HIDDEN // config.num_attention_heads, layers=LAYERS,
@@ -175,8 +181,8 @@ def main():
         draft.mkdir(parents=True)
         (draft / "config.json").write_text(json.dumps(config))
         try:
-            layer_ids = asked_layer_ids(target, draft)
-            got = captured(target, layer_ids)
+            layer_ids, hidden_state_ids = asked_layer_ids(target, draft)
+            got = captured(target, layer_ids, hidden_state_ids)
         except Exception as exc:  # reported: a tree may refuse the drafter
             out["drafters"][name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
             continue
@@ -192,6 +198,7 @@ def main():
         )
         out["drafters"][name] = {
             "layer_ids": layer_ids,
+            "hidden_state_ids": hidden_state_ids,
             "captured": equals,
             "meant": meant,
             "max_diff_from_meant": diff,

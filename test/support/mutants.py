@@ -962,8 +962,8 @@ PATH_MUTATIONS = [
         lambda t: _replace_in_function(
             t,
             "speculators_eagle3_to_llama_config",
-            "config.eagle_aux_hidden_state_layer_ids = list(layer_ids)",
-            "config.eagle_aux_hidden_state_layer_ids = [i - 1 for i in layer_ids]",
+            "config.eagle_aux_hidden_state_layer_ids = layer_ids\n",
+            "config.eagle_aux_hidden_state_layer_ids = [i - 1 for i in layer_ids]\n",
         ),
     ),
 ]

@@ -208,12 +208,12 @@ MUTANTS = (
     Mutant(
         "speculators format: a config with a model_type read as speculators",
         TESTS + "test_eagle3_speculators_format.py",
-        _edit(CONFIG, r' or "model_type" in config_dict', ""),
+        _edit(CONFIG, r'config_dict\.get\("model_type"\) is not None\s+or ', ""),
     ),
     Mutant(
         "speculators format: the ids converted as SGLang counts layers (off by one)",
         TESTS + "test_eagle3_speculators_format.py",
-        _edit(CONFIG, r"config\.eagle_aux_hidden_state_layer_ids = list\(layer_ids\)", "config.eagle_aux_hidden_state_layer_ids = [i - 1 for i in layer_ids]"),
+        _edit(CONFIG, r"config\.eagle_aux_hidden_state_layer_ids = layer_ids\n", "config.eagle_aux_hidden_state_layer_ids = [i - 1 for i in layer_ids]\n"),
     ),
     Mutant(
         "speculators format: the indices read as SGLang's layer ids (one less)",

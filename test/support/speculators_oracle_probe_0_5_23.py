@@ -99,7 +99,7 @@ MUTANTS = {
     ),
     "config-drops-norm-before-residual": (
         "the speculators config's norm_before_residual is not carried into the LlamaConfig",
-        [(CONFIG, '("norm_before_residual", "norm_before_fc",', '("norm_before_fc",')],
+        [(CONFIG, 'config.norm_before_residual = bool(config_dict.get("norm_before_residual", True))', "pass")],
     ),
 }
 

@@ -239,9 +239,10 @@ def pair_case(folder: Path, family: Family = BEFORE_REFACTOR) -> Case:
         draft_vocab_size=tiny_draft_vocab if kind == "eagle3" else None,
         declare_target_hidden_size="target_hidden_size" in draft,
         format=drafter_format,
+        # an absent norm_before_residual is true, as vLLM reads the format
         speculators_norms=tuple(
             k for k in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
-            if speculators and draft.get(k)
+            if speculators and draft.get(k, k == "norm_before_residual")
         ),
     )
     known = ""

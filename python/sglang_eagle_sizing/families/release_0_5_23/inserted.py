@@ -394,7 +394,8 @@ def _try_load_speculators_eagle3_config(
 ) -> Optional[PretrainedConfig]:
     """Recognize EAGLE-3 drafters saved by the speculators library (vLLM's format).
 
-    They have no `model_type` (`AutoConfig.from_pretrained` rejects them) and nest the
+    They have no `model_type` (`AutoConfig.from_pretrained` rejects them), a
+    `speculators_config`, a `speculators_model_type` naming the drafter, and nest the
     decoder layer's config under `transformer_layer_config`; read as the
     `LlamaForCausalLMEagle3` config they are.
     """
@@ -402,7 +403,10 @@ def _try_load_speculators_eagle3_config(
         model, revision=revision, **kwargs
     )
     # A config AutoConfig reads (a model_type) is read by it, whatever else it holds.
-    if "speculators_config" not in config_dict or "model_type" in config_dict:
+    if (
+        config_dict.get("model_type") is not None
+        or config_dict.get("speculators_config") is None
+    ):
         return None
     config = speculators_eagle3_to_llama_config(config_dict, f"{model}/config.json")
     config._name_or_path = str(model)

@@ -42,11 +42,19 @@ TARGET = {
 # As speculators writes it: no model_type, the decoder layer's config nested.
 SPECULATORS_DRAFT = {
     "architectures": ["Eagle3DraftModel"],
+    "speculators_model_type": "eagle3",
     "speculators_config": {"algorithm": "eagle3"},
     "transformer_layer_config": {**TARGET, "hidden_size": 64, "num_hidden_layers": 1},
     "draft_vocab_size": 96,
     "target_hidden_size": 48,
     "norm_before_residual": True,
+}
+# An SGLang EAGLE-3 config declaring the same ids at the top level (vLLM's key).
+TOP_LEVEL_DRAFT = {
+    **SPECULATORS_DRAFT["transformer_layer_config"],
+    "architectures": ["LlamaForCausalLMEagle3"],
+    "draft_vocab_size": 96,
+    "target_hidden_size": 48,
 }
 GPT_OSS = {
     **TARGET,
@@ -79,8 +87,8 @@ class TestSpeculatorsFormat(CustomTestCase):
         (Path(folder.name) / "config.json").write_text(json.dumps(config))
         return folder.name
 
-    def server_args(self, layer_ids, target=TARGET):
-        draft = {**SPECULATORS_DRAFT, "eagle_aux_hidden_state_layer_ids": layer_ids}
+    def server_args(self, layer_ids, target=TARGET, draft=SPECULATORS_DRAFT):
+        draft = {**draft, "eagle_aux_hidden_state_layer_ids": layer_ids}
         return ServerArgs(
             model_path=self.folder(target),
             device="cpu",
@@ -89,10 +97,10 @@ class TestSpeculatorsFormat(CustomTestCase):
             skip_tokenizer_init=True,
         )
 
-    def resolved(self, layer_ids, target=TARGET):
+    def resolved(self, layer_ids, target=TARGET, draft=SPECULATORS_DRAFT):
         """What the model runner resolves for a drafter declaring ``layer_ids``, and
         the target's config."""
-        server_args = self.server_args(layer_ids, target)
+        server_args = self.server_args(layer_ids, target, draft)
         context = create_context(
             server_args, role="test", ranks=SpawnRanks(world_rank=0)
         )
@@ -140,6 +148,53 @@ class TestSpeculatorsFormat(CustomTestCase):
         self.assertEqual(config.architectures, ["LlamaForCausalLM"])
         self.assertFalse(hasattr(config, "draft_vocab_size"))
 
+    def test_the_drafter_is_named_by_speculators_model_type(self):
+        # As vLLM reads the format: a speculators_config and no model_type (or a
+        # null one), whose speculators_model_type names the drafter.
+        draft = {**SPECULATORS_DRAFT, "model_type": None}
+        config = get_config(self.folder(draft), trust_remote_code=False)
+        self.assertEqual(config.architectures, ["LlamaForCausalLMEagle3"])
+        unnamed = dict(SPECULATORS_DRAFT)
+        del unnamed["speculators_model_type"]
+        for draft, value in (
+            (unnamed, None),
+            ({**SPECULATORS_DRAFT, "speculators_model_type": "eagle"}, "eagle"),
+        ):
+            declared = re.escape(f"speculators_model_type={value!r}")
+            with (
+                self.subTest(value),
+                self.assertRaisesRegex(ValueError, f"{declared}: only eagle3"),
+            ):
+                get_config(self.folder(draft), trust_remote_code=False)
+
+    def test_an_absent_norm_before_residual_is_true(self):
+        # As vLLM reads the format (the library writes the key for every drafter).
+        draft = dict(SPECULATORS_DRAFT)
+        del draft["norm_before_residual"]
+        for flags, expected in (({}, True), ({"norm_before_residual": False}, False)):
+            config = get_config(
+                self.folder({**draft, **flags}), trust_remote_code=False
+            )
+            with self.subTest(flags):
+                self.assertIs(config.norm_before_residual, expected)
+
+    def test_a_qwen3_layer_is_refused_saying_what_the_library_computes(self):
+        # The library drafts with a Qwen3 layer for it (none named: its default),
+        # whose q_norm and k_norm LlamaForCausalLMEagle3 does not have.
+        unnamed = dict(SPECULATORS_DRAFT["transformer_layer_config"])
+        qwen3 = {**unnamed, "model_type": "qwen3"}
+        del unnamed["model_type"]
+        library = "the speculators library drafts with a Qwen3 decoder layer"
+        norms = re.escape("(self_attn.q_norm, self_attn.k_norm) before RoPE")
+        for layer, value in ((qwen3, "qwen3"), (unnamed, None)):
+            draft = {**SPECULATORS_DRAFT, "transformer_layer_config": layer}
+            declared = re.escape(f"transformer_layer_config.model_type={value!r}")
+            with (
+                self.subTest(value),
+                self.assertRaisesRegex(ValueError, f"{declared}: {library}.*{norms}"),
+            ):
+                get_config(self.folder(draft), trust_remote_code=False)
+
     def test_a_config_with_a_model_type_is_read_as_it_says(self):
         # An SGLang EAGLE-3 config carrying a leftover speculators_config block.
         leftover = {
@@ -158,6 +213,28 @@ class TestSpeculatorsFormat(CustomTestCase):
         resolved, _ = self.resolved([1, 3, 5])
         self.assertEqual(resolved.eagle_aux_hidden_state_indices, [1, 3, 5])
         self.assertIsNone(resolved.eagle_aux_hidden_state_layer_ids)
+
+    def test_the_ids_are_read_as_top_level_ids_are(self):
+        # Both are hidden-state indices (0: the embeddings): the same ids are
+        # accepted, and the target is handed the same layer ids.
+        for layer_ids in ([0, 3, 5], [1, 3, 5]):
+            with self.subTest(layer_ids):
+                for draft in (SPECULATORS_DRAFT, TOP_LEVEL_DRAFT):
+                    server_args = self.server_args(layer_ids, draft=draft)
+                    _handle_eagle3_draft_check(server_args)
+                resolved = [
+                    self.resolved(layer_ids, draft=draft)[0]
+                    for draft in (SPECULATORS_DRAFT, TOP_LEVEL_DRAFT)
+                ]
+                self.assertEqual(
+                    *[
+                        (
+                            r.eagle_aux_hidden_state_layer_ids,
+                            r.eagle_aux_hidden_state_indices,
+                        )
+                        for r in resolved
+                    ]
+                )
 
     def test_every_target_captures_the_hidden_states_the_ids_name(self):
         # Whatever rule the class reads layer ids by (DeepSeek-V3 takes them as
@@ -189,7 +266,8 @@ class TestSpeculatorsFormat(CustomTestCase):
                 self.subTest(layer_ids),
                 self.assertRaisesRegex(ValueError, f"{declared}.*{reason}"),
             ):
-                _handle_eagle3_draft_check(self.server_args(layer_ids, target))
+                # where the target resolves its capture, before load_model
+                self.resolved(layer_ids, target)
 
 
 if __name__ == "__main__":

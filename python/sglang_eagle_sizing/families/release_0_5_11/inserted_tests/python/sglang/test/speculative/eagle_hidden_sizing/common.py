@@ -62,6 +62,29 @@ def eagle3(hidden_size: int = 256, torch_dtype: str = "float16", **fields) -> di
     )
 
 
+def speculators_eagle3(layer_ids: Optional[List[int]] = None, **fields) -> dict:
+    """An EAGLE-3 drafter as the speculators library saves it: the decoder layer's
+    config nested, the drafter's own keys at the top level."""
+    layer = llama(num_hidden_layers=1, head_dim=64)
+    del layer["architectures"], layer["torch_dtype"]
+    config = {
+        "architectures": ["Eagle3DraftModel"],
+        "speculators_model_type": "eagle3",
+        "speculators_config": {
+            "algorithm": "eagle3",
+            "verifier": {"architectures": ["LlamaForCausalLM"], "name_or_path": None},
+        },
+        "transformer_layer_config": layer,
+        "draft_vocab_size": 512,
+        "target_hidden_size": None,
+        "dtype": "float16",
+    }
+    if layer_ids is not None:
+        config["eagle_aux_hidden_state_layer_ids"] = layer_ids
+    config.update(fields)
+    return config
+
+
 def eagle(hidden_size: int = 256, torch_dtype: str = "float16", **fields) -> dict:
     """A one-layer EAGLE (EAGLE-2) drafter."""
     return llama(

@@ -4,7 +4,7 @@ captured hidden states are compared with transformers'."""
 
 import contextlib
 from types import SimpleNamespace
-from typing import List, Optional
+from typing import Dict, List, Optional
 from unittest import mock
 
 import torch
@@ -183,3 +183,35 @@ class TargetCaptureTestCase(CustomTestCase):
             )
             for aux in aux_hidden_states
         ]
+
+
+def speculators_weights(config: dict, num_aux: int) -> Dict[str, torch.Tensor]:
+    """Random weights under the names and shapes the speculators library saves."""
+    layer = config["transformer_layer_config"]
+    hidden, inter = layer["hidden_size"], layer["intermediate_size"]
+    q = layer["num_attention_heads"] * layer["head_dim"]
+    kv = layer["num_key_value_heads"] * layer["head_dim"]
+    shapes = {
+        "embed_tokens.weight": (layer["vocab_size"], hidden),
+        "fc.weight": (hidden, num_aux * hidden),
+        "layers.0.hidden_norm.weight": (hidden,),
+        "layers.0.input_layernorm.weight": (hidden,),
+        "layers.0.self_attn.q_proj.weight": (q, 2 * hidden),
+        "layers.0.self_attn.k_proj.weight": (kv, 2 * hidden),
+        "layers.0.self_attn.v_proj.weight": (kv, 2 * hidden),
+        "layers.0.self_attn.o_proj.weight": (hidden, q),
+        "layers.0.post_attention_layernorm.weight": (hidden,),
+        "layers.0.mlp.gate_proj.weight": (inter, hidden),
+        "layers.0.mlp.up_proj.weight": (inter, hidden),
+        "layers.0.mlp.down_proj.weight": (hidden, inter),
+        "norm.weight": (hidden,),
+        "lm_head.weight": (config["draft_vocab_size"], hidden),
+    }
+    if config.get("norm_before_fc"):
+        shapes["input_norm.weight"] = (num_aux * hidden,)
+    if config.get("fc_norm"):
+        shapes.update({f"fc_norm.{i}.weight": (hidden,) for i in range(num_aux)})
+    weights = {name: torch.randn(shape) for name, shape in shapes.items()}
+    weights["d2t"] = torch.zeros(config["draft_vocab_size"], dtype=torch.int64)
+    weights["t2d"] = torch.zeros(layer["vocab_size"], dtype=torch.bool)
+    return weights

@@ -10,7 +10,6 @@ register_cpu_ci(est_time=15, suite="stage-a-test-cpu")
 
 import logging
 import unittest
-from typing import Dict, List, Optional
 from unittest import mock
 
 import torch
@@ -25,67 +24,15 @@ from sglang.test.speculative.eagle_hidden_sizing.cases import HiddenSizeContract
 from sglang.test.speculative.eagle_hidden_sizing.common import (
     DEFAULT_NUM_AUX,
     ConfigFolders,
+    eagle3,
     llama,
+    speculators_eagle3,
 )
 from sglang.test.speculative.eagle_hidden_sizing.cpu_models import (
     TargetCaptureTestCase,
     one_cpu_rank,
+    speculators_weights,
 )
-
-
-def speculators_eagle3(layer_ids: Optional[List[int]] = None, **fields) -> dict:
-    """An EAGLE-3 drafter as the speculators library saves it: the decoder layer's
-    config nested, the drafter's own keys at the top level."""
-    layer = llama(num_hidden_layers=1, head_dim=64)
-    del layer["architectures"], layer["torch_dtype"]
-    config = {
-        "architectures": ["Eagle3DraftModel"],
-        "speculators_model_type": "eagle3",
-        "speculators_config": {
-            "algorithm": "eagle3",
-            "verifier": {"architectures": ["LlamaForCausalLM"], "name_or_path": None},
-        },
-        "transformer_layer_config": layer,
-        "draft_vocab_size": 512,
-        "target_hidden_size": None,
-        "dtype": "float16",
-    }
-    if layer_ids is not None:
-        config["eagle_aux_hidden_state_layer_ids"] = layer_ids
-    config.update(fields)
-    return config
-
-
-def speculators_weights(config: dict, num_aux: int) -> Dict[str, torch.Tensor]:
-    """Random weights under the names and shapes the speculators library saves."""
-    layer = config["transformer_layer_config"]
-    hidden, inter = layer["hidden_size"], layer["intermediate_size"]
-    q = layer["num_attention_heads"] * layer["head_dim"]
-    kv = layer["num_key_value_heads"] * layer["head_dim"]
-    shapes = {
-        "embed_tokens.weight": (layer["vocab_size"], hidden),
-        "fc.weight": (hidden, num_aux * hidden),
-        "layers.0.hidden_norm.weight": (hidden,),
-        "layers.0.input_layernorm.weight": (hidden,),
-        "layers.0.self_attn.q_proj.weight": (q, 2 * hidden),
-        "layers.0.self_attn.k_proj.weight": (kv, 2 * hidden),
-        "layers.0.self_attn.v_proj.weight": (kv, 2 * hidden),
-        "layers.0.self_attn.o_proj.weight": (hidden, q),
-        "layers.0.post_attention_layernorm.weight": (hidden,),
-        "layers.0.mlp.gate_proj.weight": (inter, hidden),
-        "layers.0.mlp.up_proj.weight": (inter, hidden),
-        "layers.0.mlp.down_proj.weight": (hidden, inter),
-        "norm.weight": (hidden,),
-        "lm_head.weight": (config["draft_vocab_size"], hidden),
-    }
-    if config.get("norm_before_fc"):
-        shapes["input_norm.weight"] = (num_aux * hidden,)
-    if config.get("fc_norm"):
-        shapes.update({f"fc_norm.{i}.weight": (hidden,) for i in range(num_aux)})
-    weights = {name: torch.randn(shape) for name, shape in shapes.items()}
-    weights["d2t"] = torch.zeros(config["draft_vocab_size"], dtype=torch.int64)
-    weights["t2d"] = torch.zeros(layer["vocab_size"], dtype=torch.bool)
-    return weights
 
 
 class TestSpeculatorsFormat(CustomTestCase):
@@ -102,14 +49,15 @@ class TestSpeculatorsFormat(CustomTestCase):
 
     def test_the_current_and_the_early_form_load(self):
         # The format's ids index the target's hidden states; SGLang's name the layer
-        # whose output is read: hidden states [1, 3, 5, 6] are layers [0, 2, 4, 5].
-        for architecture, layer_ids, sglang_ids, num_aux in (
-            ("Eagle3DraftModel", [1, 3, 5, 6], [0, 2, 4, 5], 4),
-            ("Eagle3Speculator", None, None, DEFAULT_NUM_AUX),
+        # whose output is read: hidden states [1, 3, 5, 6] are layers [0, 2, 4, 5]. An
+        # absent norm_before_residual is true, as vLLM reads the format.
+        for architecture, layer_ids, sglang_ids, num_aux, norm in (
+            ("Eagle3DraftModel", [1, 3, 5, 6], [0, 2, 4, 5], 4, False),
+            ("Eagle3Speculator", None, None, DEFAULT_NUM_AUX, None),
         ):
-            config = speculators_eagle3(
-                layer_ids, architectures=[architecture], norm_before_residual=True
-            )
+            config = speculators_eagle3(layer_ids, architectures=[architecture])
+            if norm is not None:
+                config["norm_before_residual"] = norm
             with self.subTest(architecture=architecture):
                 draft = self.folders.model_config(config, is_draft_model=True)
                 hf_config = draft.hf_config
@@ -117,7 +65,7 @@ class TestSpeculatorsFormat(CustomTestCase):
                 self.assertEqual(draft.hidden_size, 256)
                 self.assertEqual(draft.dtype, torch.float16)
                 self.assertEqual(hf_config.draft_vocab_size, 512)
-                self.assertTrue(hf_config.norm_before_residual)
+                self.assertIs(hf_config.norm_before_residual, norm is None)
                 self.assertFalse(hf_config.norm_output)
                 self.assertFalse(hasattr(hf_config, "target_hidden_size"))
                 self.assertEqual(
@@ -125,27 +73,51 @@ class TestSpeculatorsFormat(CustomTestCase):
                 )
                 self.assertEqual(get_eagle_num_aux_hidden_states(hf_config), num_aux)
 
+    def test_the_format_is_told_as_vllm_tells_it(self):
+        # A speculators_config and no model_type, or a null one; a config with a
+        # model_type is AutoConfig's, whatever else it holds.
+        path = self.folders.write(speculators_eagle3(model_type=None))
+        self.assertEqual(
+            get_config(path, trust_remote_code=False).architectures,
+            ["LlamaForCausalLMEagle3"],
+        )
+        path = self.folders.write(speculators_eagle3(model_type="not_a_model"))
+        with self.assertRaisesRegex(ValueError, "not_a_model"):
+            get_config(path, trust_remote_code=False)
+
     def test_what_cannot_be_served_is_refused_naming_the_key(self):
+        # speculators_model_type names the drafter, as vLLM reads it; the library
+        # drafts with a Qwen3 layer for qwen3, and for none named.
         layer = speculators_eagle3()["transformer_layer_config"]
+        unnamed = {k: v for k, v in layer.items() if k != "model_type"}
+        untyped = speculators_eagle3()
+        del untyped["speculators_model_type"]
+        qwen3 = (
+            ": the speculators library drafts with a Qwen3 decoder layer, whose "
+            "attention RMS-normalizes each head's queries and keys (self_attn.q_norm, "
+            "self_attn.k_norm) before RoPE"
+        )
         refused = {
-            "transformer_layer_config.model_type": speculators_eagle3(
+            "transformer_layer_config.model_type='qwen3'"
+            + qwen3: speculators_eagle3(
                 transformer_layer_config={**layer, "model_type": "qwen3"}
             ),
-            "transformer_layer_config.num_hidden_layers": speculators_eagle3(
+            "transformer_layer_config.model_type=None"
+            + qwen3: speculators_eagle3(transformer_layer_config=unnamed),
+            "transformer_layer_config.num_hidden_layers=2": speculators_eagle3(
                 transformer_layer_config={**layer, "num_hidden_layers": 2}
             ),
-            "speculators_config.algorithm": speculators_eagle3(
-                speculators_config={"algorithm": "mlp"}
+            "speculators_model_type='eagle': only eagle3": speculators_eagle3(
+                speculators_model_type="eagle"
             ),
-            "fc_norm": speculators_eagle3(norm_before_fc=True, fc_norm=True),
+            "speculators_model_type=None: only eagle3": untyped,
+            "fc_norm=True": speculators_eagle3(norm_before_fc=True, fc_norm=True),
         }
-        for key, config in refused.items():
-            with self.subTest(key=key):
-                path = self.folders.write(config)
-                with self.assertRaises(ValueError) as raised:
-                    get_config(path, trust_remote_code=False)
-                self.assertIn(f"{key}=", str(raised.exception))
-                self.assertIn(path, str(raised.exception))
+        for words, config in refused.items():
+            path = self.folders.write(config)
+            with self.subTest(words=words), self.assertRaises(ValueError) as raised:
+                get_config(path, trust_remote_code=False)
+            self.assertIn(f"{path}/config.json: {words}", str(raised.exception))
 
     def test_every_weight_loads_under_its_speculators_name(self):
         for variant, num_aux in (("norm_before_fc", 4), ("fc_norm", 4), (None, 3)):
@@ -228,21 +200,25 @@ class TestTargetCapture(TargetCaptureTestCase):
 
     def test_speculators_ids_the_target_cannot_capture_are_refused(self):
         """Hidden state 0 is the embeddings, hidden state L the final one: a target's
-        forward captures neither. The error names the ids as the config declares them.
+        forward captures neither. The error names the ids as the config declares them,
+        in the words of the same ids at the top level of an EAGLE-3 config.
         """
         for layer_ids, expected in (
             ([0, 4, 7], "indices of the target's hidden states from 1"),
             ([1, 4, 8], "index 8, after its last layer, is not captured"),
         ):
-            with (
-                self.subTest(layer_ids=layer_ids),
-                self.assertRaises(ValueError) as raised,
+            for draft in (
+                speculators_eagle3(layer_ids),
+                eagle3(eagle_aux_hidden_state_layer_ids=layer_ids),
             ):
-                self.start_target_runner(speculators_eagle3(layer_ids))
-            self.assertIn(
-                f"eagle_aux_hidden_state_layer_ids={layer_ids}", str(raised.exception)
-            )
-            self.assertIn(expected, str(raised.exception))
+                with (
+                    self.subTest(layer_ids=layer_ids, draft=draft["architectures"]),
+                    self.assertRaises(ValueError) as raised,
+                ):
+                    self.start_target_runner(draft)
+                declared = f"Invalid eagle_aux_hidden_state_layer_ids={layer_ids} in"
+                self.assertIn(declared, str(raised.exception))
+                self.assertIn(expected, str(raised.exception))
 
 
 if __name__ == "__main__":
