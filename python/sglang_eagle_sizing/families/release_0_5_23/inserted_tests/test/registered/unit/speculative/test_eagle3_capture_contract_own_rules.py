@@ -35,6 +35,7 @@ CLASSES = (
     ("deepseek_v2", "DeepseekV3ForCausalLM", None, FIRST_ID_ONE_ADDS_ONE, False),
     ("deepseek_v2", "DeepseekV32ForCausalLM", None, FIRST_ID_ONE_ADDS_ONE, False),
     ("glm4_moe", "GlmMoeDsaForCausalLM", None, FIRST_ID_ONE_ADDS_ONE, False),
+    ("glm4_moe", "GlmMoeDsaForCausalLMNextN", None, FIRST_ID_ONE_ADDS_ONE, False),
     ("glm4_moe_lite", "Glm4MoeLiteForCausalLM", None, FIRST_ID_ONE_ADDS_ONE, False),
     ("gpt_oss", "GptOssForCausalLM", None, ENDING_AT_LAYER_COUNT_KEPT, True),
     ("gemma3_causal", "Gemma3ForCausalLM", None, ADD_ONE, True),
