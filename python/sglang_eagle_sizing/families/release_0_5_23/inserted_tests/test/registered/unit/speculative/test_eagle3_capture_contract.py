@@ -58,15 +58,17 @@ def target(cls):
 def captured(cls, layer_ids=None, hidden_state_ids=None):
     model = target(cls)
     with get_parallel().override(pp_group=LAST_RANK):
-        configure_aux_hidden_state_capture(
-            model=model,
-            eagle_use_aux_hidden_state=True,
-            eagle_aux_hidden_state_layer_ids=layer_ids,
-            eagle_aux_hidden_state_indices=hidden_state_ids,
-            dflash_use_aux_hidden_state=False,
-            dflash_target_layer_ids=None,
-            is_dspark=False,
-        )
+        if hidden_state_ids is not None:
+            model.set_eagle3_hidden_states_to_capture(hidden_state_ids)
+        else:
+            configure_aux_hidden_state_capture(
+                model=model,
+                eagle_use_aux_hidden_state=True,
+                eagle_aux_hidden_state_layer_ids=layer_ids,
+                dflash_use_aux_hidden_state=False,
+                dflash_target_layer_ids=None,
+                is_dspark=False,
+            )
     return model.model.layers_to_capture
 
 

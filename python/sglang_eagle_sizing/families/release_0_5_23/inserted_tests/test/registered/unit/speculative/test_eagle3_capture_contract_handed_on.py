@@ -91,15 +91,17 @@ def target(cls, inner):
 
 def capture(model, layer_ids=None, hidden_state_ids=None):
     with get_parallel().override(pp_group=LAST_RANK):
-        configure_aux_hidden_state_capture(
-            model=model,
-            eagle_use_aux_hidden_state=True,
-            eagle_aux_hidden_state_layer_ids=layer_ids,
-            eagle_aux_hidden_state_indices=hidden_state_ids,
-            dflash_use_aux_hidden_state=False,
-            dflash_target_layer_ids=None,
-            is_dspark=False,
-        )
+        if hidden_state_ids is not None:
+            model.set_eagle3_hidden_states_to_capture(hidden_state_ids)
+        else:
+            configure_aux_hidden_state_capture(
+                model=model,
+                eagle_use_aux_hidden_state=True,
+                eagle_aux_hidden_state_layer_ids=layer_ids,
+                dflash_use_aux_hidden_state=False,
+                dflash_target_layer_ids=None,
+                is_dspark=False,
+            )
     flagged = [
         i
         for i, layer in enumerate(model.model.layers)
@@ -118,6 +120,12 @@ class TestHandedOnCaptureContract(CustomTestCase):
                     got, flagged = capture(target(cls, inner), layer_ids)
                     self.assertEqual(got, hidden_states)
                     self.assertEqual(flagged, hidden_states if flags else [])
+                    # what the check before load reads of the class
+                    config = target(cls, inner).config
+                    self.assertEqual(
+                        cls.get_eagle3_layers_to_capture(config, layer_ids),
+                        hidden_states,
+                    )
 
     def test_hidden_state_ids_are_captured_as_they_are(self):
         for file, name, inner, flags, _ in CLASSES:

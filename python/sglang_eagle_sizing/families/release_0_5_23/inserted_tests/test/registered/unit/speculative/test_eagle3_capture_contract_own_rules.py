@@ -1,8 +1,8 @@
 """The classes with EAGLE-3 capture rules of their own (DeepSeek-V2/V3, GLM-4-MoE-Lite,
 GPT-OSS), those that capture the last layer's output (Gemma-3, Gemma-4) and those that
 ask their language model (Gemma-3/4 multimodal, Kimi-K2.5, Llama-4) capture, through the
-model runner's call, what the release captures for layer ids and exactly the hidden
-states they are handed as indices."""
+model runner's call, what the release captures for layer ids, and through their
+set_eagle3_hidden_states_to_capture exactly the hidden states they are handed."""
 
 import importlib
 import unittest
@@ -92,15 +92,17 @@ def target(cls, language_model):
 
 def captured(target, layer_ids=None, hidden_state_ids=None):
     with get_parallel().override(pp_group=LAST_RANK):
-        configure_aux_hidden_state_capture(
-            model=target,
-            eagle_use_aux_hidden_state=True,
-            eagle_aux_hidden_state_layer_ids=layer_ids,
-            eagle_aux_hidden_state_indices=hidden_state_ids,
-            dflash_use_aux_hidden_state=False,
-            dflash_target_layer_ids=None,
-            is_dspark=False,
-        )
+        if hidden_state_ids is not None:
+            target.set_eagle3_hidden_states_to_capture(hidden_state_ids)
+        else:
+            configure_aux_hidden_state_capture(
+                model=target,
+                eagle_use_aux_hidden_state=True,
+                eagle_aux_hidden_state_layer_ids=layer_ids,
+                dflash_use_aux_hidden_state=False,
+                dflash_target_layer_ids=None,
+                is_dspark=False,
+            )
     holder = getattr(target, "language_model", None) or target
     holder = getattr(holder, "model", holder)
     return list(holder.layers_to_capture)
@@ -114,6 +116,12 @@ class TestOwnRulesCaptureContract(CustomTestCase):
                 with self.subTest(name, layer_ids=layer_ids):
                     self.assertEqual(
                         captured(target(cls, language_model), layer_ids),
+                        hidden_states,
+                    )
+                    # what the check before load reads of the class
+                    config = target(cls, None).config
+                    self.assertEqual(
+                        cls.get_eagle3_layers_to_capture(config, layer_ids),
                         hidden_states,
                     )
 
