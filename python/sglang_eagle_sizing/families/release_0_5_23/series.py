@@ -21,6 +21,7 @@ CONTRACTS = (
     concerns.CAPTURE_CONTRACT_OWN_RULES,
 )
 NEEDS: dict[str, tuple[str, ...]] = {
+    concerns.CAPTURE_CONTRACT_OWN_RULES: (concerns.CAPTURE_CONTRACT,),
     concerns.DRAFT_CHECK: (concerns.AUX_COUNT, *CONTRACTS),
     concerns.TOP_LEVEL_LAYER_IDS: (concerns.AUX_COUNT, *CONTRACTS, concerns.DRAFT_CHECK),
     concerns.SPECULATORS_EAGLE3: (
