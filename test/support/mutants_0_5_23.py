@@ -202,22 +202,37 @@ MUTANTS = (
     ),
     Mutant(
         "speculators format: not read (0.5.23's AutoConfig alone)",
-        TESTS + "test_eagle3_speculators_format.py",
+        TESTS + "test_eagle3_speculators_layer_ids.py",
         _edit(CONFIG, r"config = _try_load_speculators_eagle3_config\(model, revision, \*\*kwargs\)", "config = None"),
     ),
     Mutant(
         "speculators format: a config with a model_type read as speculators",
-        TESTS + "test_eagle3_speculators_format.py",
+        TESTS + "test_eagle3_speculators_config.py",
         _edit(CONFIG, r'config_dict\.get\("model_type"\) is not None\s+or ', ""),
     ),
     Mutant(
+        "speculators format: speculators_model_type unread",
+        TESTS + "test_eagle3_speculators_config.py",
+        _edit(CONFIG, r'if drafter != "eagle3":', "if False:"),
+    ),
+    Mutant(
+        "speculators format: an absent norm_before_residual read as false",
+        TESTS + "test_eagle3_speculators_config.py",
+        _edit(CONFIG, r'config_dict\.get\("norm_before_residual", True\)', 'config_dict.get("norm_before_residual", False)'),
+    ),
+    Mutant(
+        "speculators format: a qwen3 layer loaded as a llama one",
+        TESTS + "test_eagle3_speculators_config.py",
+        _edit(CONFIG, r'if model_type in \(None, "qwen3"\):', "if False:"),
+    ),
+    Mutant(
         "speculators format: the ids converted as SGLang counts layers (off by one)",
-        TESTS + "test_eagle3_speculators_format.py",
+        TESTS + "test_eagle3_speculators_layer_ids.py",
         _edit(CONFIG, r"config\.eagle_aux_hidden_state_layer_ids = layer_ids\n", "config.eagle_aux_hidden_state_layer_ids = [i - 1 for i in layer_ids]\n"),
     ),
     Mutant(
         "speculators format: the indices read as SGLang's layer ids (one less)",
-        TESTS + "test_eagle3_speculators_format.py",
+        TESTS + "test_eagle3_speculators_layer_ids.py",
         _edit(
             PARSER,
             r"aux_hidden_state_indices=None if indices is None else list\(indices\)",

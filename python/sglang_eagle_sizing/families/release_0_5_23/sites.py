@@ -215,7 +215,8 @@ TEST_CONCERNS = {
     UNIT_TESTS
     + "test_eagle3_capture_contract_own_rules.py": concerns.CAPTURE_CONTRACT_OWN_RULES,
     UNIT_TESTS + "test_eagle_draft_dtype.py": concerns.DRAFT_DTYPE,
-    UNIT_TESTS + "test_eagle3_speculators_format.py": concerns.SPECULATORS_EAGLE3,
+    UNIT_TESTS + "test_eagle3_speculators_config.py": concerns.SPECULATORS_EAGLE3,
+    UNIT_TESTS + "test_eagle3_speculators_layer_ids.py": concerns.SPECULATORS_EAGLE3,
     UNIT_TESTS + "test_eagle3_norm_before_residual.py": concerns.SPECULATORS_NORMS,
     UNIT_TESTS + "test_standalone_disagg_draft_input.py": concerns.STANDALONE_DISAGG,
     UNIT_TESTS + "test_idle_verify_input.py": concerns.IDLE_VERIFY_KV,

@@ -1,5 +1,5 @@
-"""EAGLE-3 drafters saved by the speculators library load as LlamaForCausalLMEagle3, and
-the target captures the hidden states their layer ids mean."""
+"""EAGLE-3 drafters saved by the speculators library: the target captures the hidden
+states their layer ids mean, as it does for the same ids at the top level."""
 
 import json
 import re
@@ -19,13 +19,13 @@ from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state imp
 from sglang.srt.model_loader.utils import get_model_architecture
 from sglang.srt.runtime_context import (
     SpawnRanks,
-    create_context,
     get_parallel,
-    use_context,
+    publish,
+    restore_context,
+    snapshot_context,
 )
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-from sglang.srt.utils.hf_transformers_utils import get_config
 from sglang.test.ci.ci_register import register_cpu_ci
 from sglang.test.test_utils import CustomTestCase
 
@@ -101,17 +101,15 @@ class TestSpeculatorsFormat(CustomTestCase):
         """What the model runner resolves for a drafter declaring ``layer_ids``, and
         the target's config."""
         server_args = self.server_args(layer_ids, target, draft)
-        context = create_context(
-            server_args, role="test", ranks=SpawnRanks(world_rank=0)
+        self.addCleanup(restore_context, snapshot_context())
+        publish(server_args, role="test", ranks=SpawnRanks(world_rank=0))
+        model_config = ModelConfig.from_server_args(server_args)
+        resolved = resolve_spec_aux_hidden_state_config(
+            server_args=server_args,
+            model_config=model_config,
+            spec_algorithm=SpeculativeAlgorithm.EAGLE3,
+            is_draft_worker=False,
         )
-        with use_context(context):
-            model_config = ModelConfig.from_server_args(server_args)
-            resolved = resolve_spec_aux_hidden_state_config(
-                server_args=server_args,
-                model_config=model_config,
-                spec_algorithm=SpeculativeAlgorithm.EAGLE3,
-                is_draft_worker=False,
-            )
         return resolved, model_config
 
     def captured(self, layer_ids, target=TARGET):
@@ -137,75 +135,6 @@ class TestSpeculatorsFormat(CustomTestCase):
                 is_dspark=False,
             )
         return model.model.layers_to_capture
-
-    def test_only_a_speculators_config_reads_as_llama_eagle3(self):
-        config = get_config(self.folder(SPECULATORS_DRAFT), trust_remote_code=False)
-        self.assertEqual(config.architectures, ["LlamaForCausalLMEagle3"])
-        self.assertEqual((config.hidden_size, config.target_hidden_size), (64, 48))
-        self.assertEqual(config.draft_vocab_size, 96)
-        self.assertTrue(config.norm_before_residual)
-        config = get_config(self.folder(TARGET), trust_remote_code=False)
-        self.assertEqual(config.architectures, ["LlamaForCausalLM"])
-        self.assertFalse(hasattr(config, "draft_vocab_size"))
-
-    def test_the_drafter_is_named_by_speculators_model_type(self):
-        # As vLLM reads the format: a speculators_config and no model_type (or a
-        # null one), whose speculators_model_type names the drafter.
-        draft = {**SPECULATORS_DRAFT, "model_type": None}
-        config = get_config(self.folder(draft), trust_remote_code=False)
-        self.assertEqual(config.architectures, ["LlamaForCausalLMEagle3"])
-        unnamed = dict(SPECULATORS_DRAFT)
-        del unnamed["speculators_model_type"]
-        for draft, value in (
-            (unnamed, None),
-            ({**SPECULATORS_DRAFT, "speculators_model_type": "eagle"}, "eagle"),
-        ):
-            declared = re.escape(f"speculators_model_type={value!r}")
-            with (
-                self.subTest(value),
-                self.assertRaisesRegex(ValueError, f"{declared}: only eagle3"),
-            ):
-                get_config(self.folder(draft), trust_remote_code=False)
-
-    def test_an_absent_norm_before_residual_is_true(self):
-        # As vLLM reads the format (the library writes the key for every drafter).
-        draft = dict(SPECULATORS_DRAFT)
-        del draft["norm_before_residual"]
-        for flags, expected in (({}, True), ({"norm_before_residual": False}, False)):
-            config = get_config(
-                self.folder({**draft, **flags}), trust_remote_code=False
-            )
-            with self.subTest(flags):
-                self.assertIs(config.norm_before_residual, expected)
-
-    def test_a_qwen3_layer_is_refused_saying_what_the_library_computes(self):
-        # The library drafts with a Qwen3 layer for it (none named: its default),
-        # whose q_norm and k_norm LlamaForCausalLMEagle3 does not have.
-        unnamed = dict(SPECULATORS_DRAFT["transformer_layer_config"])
-        qwen3 = {**unnamed, "model_type": "qwen3"}
-        del unnamed["model_type"]
-        library = "the speculators library drafts with a Qwen3 decoder layer"
-        norms = re.escape("(self_attn.q_norm, self_attn.k_norm) before RoPE")
-        for layer, value in ((qwen3, "qwen3"), (unnamed, None)):
-            draft = {**SPECULATORS_DRAFT, "transformer_layer_config": layer}
-            declared = re.escape(f"transformer_layer_config.model_type={value!r}")
-            with (
-                self.subTest(value),
-                self.assertRaisesRegex(ValueError, f"{declared}: {library}.*{norms}"),
-            ):
-                get_config(self.folder(draft), trust_remote_code=False)
-
-    def test_a_config_with_a_model_type_is_read_as_it_says(self):
-        # An SGLang EAGLE-3 config carrying a leftover speculators_config block.
-        leftover = {
-            **TARGET,
-            "architectures": ["LlamaForCausalLMEagle3"],
-            "speculators_config": {"algorithm": "eagle3"},
-            "transformer_layer_config": {"model_type": "qwen3"},
-        }
-        config = get_config(self.folder(leftover), trust_remote_code=False)
-        self.assertEqual(config.architectures, ["LlamaForCausalLMEagle3"])
-        self.assertEqual(config.hidden_size, 48)
 
     def test_layer_ids_name_the_targets_hidden_states(self):
         # speculators' id k is the target's output_hidden_states[k] (0: the
