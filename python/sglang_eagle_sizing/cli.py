@@ -383,6 +383,8 @@ def _check(tree: SglangTree, args: argparse.Namespace) -> int:
     for key in report.tests_to_add:
         print(f"{display(tree.path(key))}  fork-test  not added")
     sys.stdout.flush()  # the summary (stderr) comes last, also where both go to one stream
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
     if interrupted is not None:
         print(
             f"{interrupted}: apply finishes it (or revert rolls it back)",
@@ -490,6 +492,8 @@ def _apply(tree: SglangTree, report: TreeReport, force: bool, quiet: bool) -> in
     if report.tests_to_add:
         done.append(f"{_count(len(report.tests_to_add), 'fork test file')} added")
     sys.stdout.flush()  # the summary (stderr) comes last, also where both go to one stream
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
     print(
         f"applied to {tree.describe()}: {', '.join(done)} "
         f"({_count(len(report.changed), 'file')} changed)",

@@ -180,6 +180,9 @@ class Rule(cst.CSTTransformer):
     #: the concerns (``concerns.ORDER``) the rule writes; it runs when one of them is enabled
     #: (every rule runs outside ``concerns.only``); empty: it serves every concern
     concerns: ClassVar[tuple[str, ...]] = ()
+    #: a file of ``files`` holding none of ``needles`` is refused (what the rule looks for
+    #: is gone: renamed or moved), not skipped
+    needles_required: ClassVar[bool] = False
 
     def __init__(self, file: str):
         super().__init__()
@@ -194,7 +197,16 @@ class Rule(cst.CSTTransformer):
             return False
         if cls.concerns and not any_enabled(cls.concerns):
             return False
-        return not cls.needles or any(needle in text for needle in cls.needles)
+        if not cls.needles or any(needle in text for needle in cls.needles):
+            return True
+        if cls.needles_required and cls.files is not None:
+            raise RewriteError(
+                file,
+                1,
+                f"no {' or '.join(cls.needles)} found, which the "
+                f"{', '.join(cls.concerns) or cls.__name__} change looks for here",
+            )
+        return False
 
     # -- scope tracking ---------------------------------------------------------------
     @property

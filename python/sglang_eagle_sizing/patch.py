@@ -44,7 +44,7 @@ SITE_LABELS = frozenset({"decode", "extend"})
 INSERTED_TESTS: dict[str, Path] = {}
 
 
-def inserted_test_files(family: Family) -> dict[str, bytes]:
+def inserted_test_files(family: Family, release: str | None = None) -> dict[str, bytes]:
     """The test files the patch adds to a checkout: ``{path from the checkout root: bytes}``;
     under ``concerns.only``, what the concerns enabled add of them (the family's
     ``sites.test_files``)."""
@@ -56,7 +56,7 @@ def inserted_test_files(family: Family) -> dict[str, bytes]:
         for path in sorted(folder.rglob("*.py"))
         if "__pycache__" not in path.parts and path.is_file()
     }
-    return family.test_files(files)
+    return family.test_files(files, release)
 
 
 @dataclass
@@ -73,6 +73,8 @@ class TreeReport:
     tests_present: list[str] = field(default_factory=list)
     #: modules the patch adds to SGLang that the tree lacks: ``{path from the root: bytes}``
     modules_to_add: dict[str, bytes] = field(default_factory=dict)
+    #: what the release does not have of the family's concerns, one line each
+    notes: list[str] = field(default_factory=list)
 
     @property
     def unrouted(self) -> list[Finding]:
@@ -142,7 +144,7 @@ def _missing(findings: list[Finding], family: Family) -> list:
     return [site for site in family.sites if site.key not in seen]
 
 
-def collect_tests(report: TreeReport) -> None:
+def collect_tests(report: TreeReport, release: str | None = None) -> None:
     """Sort the modules the patch adds, and the fork's test files (a checkout only), into
     present and to add. A module or test file the tree has is the fork's: left as it is."""
     tree = report.tree
@@ -153,7 +155,7 @@ def collect_tests(report: TreeReport) -> None:
             report.modules_to_add[tree.key(file)] = text.encode("utf-8")
     if not tree.takes_tests:
         return
-    for key, data in inserted_test_files(tree.family).items():
+    for key, data in inserted_test_files(tree.family, release).items():
         if report.tree.holds(key):
             report.tests_present.append(key)
         else:
@@ -161,31 +163,35 @@ def collect_tests(report: TreeReport) -> None:
 
 
 def _release_text(tree: SglangTree) -> str | None:
-    """What the rules write depends on of the release besides the files they rewrite: the
-    text of its family's ``release_file`` (None: none, or not read)."""
-    if tree.family.release_file is None:
-        return None
-    try:
-        return tree.read(tree.family.release_file)
-    except (OSError, TreeError):
-        return None
+    """What the rules write depends on of the release besides the files they rewrite
+    (``Family.release_text``)."""
 
+    def read(file: str) -> str:
+        try:
+            return tree.read(file)
+        except TreeError as error:
+            raise OSError(str(error)) from error
 
-def _release(tree: SglangTree):
-    return tree.family.release(_release_text(tree))
+    return tree.family.release_text(read)
 
 
 def check_tree(tree: SglangTree, cache: FindingsCache | None = None) -> TreeReport:
     """What each rule finds in the tree, rewriting nothing; ``cache`` reuses the findings of
     files whose bytes it has seen."""
     findings: list[Finding] = []
-    with line_length(tree.formatter_line_length()), _release(tree):
+    release = _release_text(tree)
+    if cache is not None and release is not None:
+        # what a file's rules find depends on the release's facts too
+        salt = hashlib.sha256(release.encode("utf-8")).hexdigest()
+        cache = FindingsCache(cache.folder, f"{cache.fingerprint}\0{salt}")
+    with line_length(tree.formatter_line_length()), tree.family.release(release):
         for file in tree.files():
             findings.extend(
                 check_source(file, tree.read(file), tree.family.rules, cache)
             )
     report = TreeReport(tree, findings, _missing(findings, tree.family))
-    collect_tests(report)
+    report.notes = tree.family.release_notes(release)
+    collect_tests(report, release)
     return report
 
 
@@ -219,7 +225,8 @@ def rewrite_tree(tree: SglangTree, progress=None) -> TreeReport:
         report.results.append(done[file])
         report.findings.extend(done[file].findings)
     report.missing = _missing(report.findings, tree.family)
-    collect_tests(report)
+    report.notes = tree.family.release_notes(release)
+    collect_tests(report, release)
     return report
 
 

@@ -242,7 +242,7 @@ class SglangTree:
                 f"nothing written ({ALLOW_FLAG} proceeds on structure)"
             )
         family = tree.family
-        missing = [f for f in family.site_files if not (tree.srt / f).is_file()]
+        missing = [f for f in family.required_files if not (tree.srt / f).is_file()]
         if missing:
             raise TreeError(
                 f"{display(tree.srt / missing[0])}: missing; not an SGLang "

@@ -112,6 +112,34 @@ class Family:
         text decides what they write (``sites.RELEASE_FILE``; None: none)."""
         return getattr(self._sites, "RELEASE_FILE", None)
 
+    def release_text(self, read) -> str | None:
+        """What the rules write depends on of a release besides each file they rewrite
+        (``read(path)``: a file's text, raising ``OSError`` if absent):
+        ``sites.release_facts(read)`` where the family has it, else the ``release_file``'s
+        text (None: neither, or not read)."""
+        facts = getattr(self._sites, "release_facts", None)
+        if facts is not None:
+            return facts(read)
+        if self.release_file is None:
+            return None
+        try:
+            return read(self.release_file)
+        except OSError:
+            return None
+
+    def release_notes(self, text: str | None) -> list[str]:
+        """``note:`` lines for what the release (``release_text``) does not have of the
+        family's concerns: ``sites.release_notes``, else none."""
+        notes = getattr(self._sites, "release_notes", None)
+        return notes(text) if notes is not None else []
+
+    @property
+    def required_files(self) -> tuple[str, ...]:
+        """Of ``site_files``, those a tree of the family must hold (``sites.MAY_BE_ABSENT``:
+        the others)."""
+        absent = set(getattr(self._sites, "MAY_BE_ABSENT", ()))
+        return tuple(f for f in self.site_files if f not in absent)
+
     def release(self, text: str | None):
         """Within the block, the rules write for a release whose ``release_file`` reads
         ``text`` (``rules.for_release``)."""
@@ -129,9 +157,12 @@ class Family:
         found = getattr(self._sites, "new_modules", None)
         return found() if found is not None else {}
 
-    def test_files(self, files: dict[str, bytes]) -> dict[str, bytes]:
-        """Of the fork's test files (``{path: bytes}``), those the enabled concerns add."""
-        return self._sites.test_files(files)
+    def test_files(self, files: dict[str, bytes], release: str | None = None) -> dict[str, bytes]:
+        """Of the fork's test files (``{path: bytes}``), those the enabled concerns add, as
+        the release (``release_text``) takes them."""
+        if release is None:  # a family without release facts takes them as they are
+            return self._sites.test_files(files)
+        return self._sites.test_files(files, release)
 
     @property
     def inserted_tests(self) -> Path:

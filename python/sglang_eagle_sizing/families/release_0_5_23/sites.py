@@ -9,6 +9,9 @@ to ``sglang/srt``.
 
 from __future__ import annotations
 
+import ast
+import json
+
 from pathlib import Path
 
 from sglang_eagle_sizing.concerns import enabled
@@ -102,35 +105,31 @@ CAPTURE_CONTRACT_MODELS = tuple(
 #: Where Gemma-3 captures EAGLE-3 aux hidden states: its model's forward, whose decoder
 #: layers return their branch and the residual stream apart.
 GEMMA3_AUX = ("models/gemma3_causal.py", "Gemma3TextModel.forward")
-#: The classes whose model's forward captures the last layer's output when
-#: ``layers_to_capture`` holds the layer count (``self.end_layer in self.layers_to_capture``,
-#: ``num_layers in self.layers_to_capture`` after the layer loop of the model they capture
-#: in: Gemma3TextModel, Gemma4TextModel, GptOssModel, MiniMaxM3Model).
-#: The models whose forward captures it (``self.end_layer in self.layers_to_capture``, or
-#: ``num_layers in ...`` after the layer loop), which the rule checks still do.
-FINAL_HIDDEN_STATE_HOLDERS = (
-    ("models/gemma3_causal.py", "Gemma3TextModel"),
-    ("models/gemma4_causal.py", "Gemma4TextModel"),
-    ("models/gpt_oss.py", "GptOssModel"),
-    ("models/minimax_m3.py", "MiniMaxM3Model"),
-)
-FINAL_HIDDEN_STATE_CLASSES = (
-    ("models/gemma3_causal.py", "Gemma3ForCausalLM"),
-    ("models/gemma3_mm.py", "Gemma3ForConditionalGeneration"),
-    ("models/gemma4_causal.py", "Gemma4ForCausalLM"),
-    ("models/gemma4_mm.py", "Gemma4ForConditionalGeneration"),
-    ("models/gpt_oss.py", "GptOssForCausalLM"),
-    ("models/minimax_m3.py", "MiniMaxM3SparseForCausalLM"),
-    ("models/minimax_m3_vl.py", "MiniMaxM3SparseForConditionalGeneration"),
-)
+#: The classes that may capture the last layer's output (hidden state ``num_hidden_layers``),
+#: each with the model whose forward would capture it. Whether it does is read from that
+#: forward in each release (``release_facts``): 0.5.23's Gemma-3/4, GPT-OSS and MiniMax-M3
+#: do; GPT-OSS before 0.5.21 does inside its layer loop; MiniMax-M3 before 0.5.23 does not.
+FINAL_HIDDEN_STATE_CLASSES = {
+    ("models/gemma3_causal.py", "Gemma3ForCausalLM"): ("models/gemma3_causal.py", "Gemma3TextModel"),
+    ("models/gemma3_mm.py", "Gemma3ForConditionalGeneration"): ("models/gemma3_causal.py", "Gemma3TextModel"),
+    ("models/gemma4_causal.py", "Gemma4ForCausalLM"): ("models/gemma4_causal.py", "Gemma4TextModel"),
+    ("models/gemma4_mm.py", "Gemma4ForConditionalGeneration"): ("models/gemma4_causal.py", "Gemma4TextModel"),
+    ("models/gpt_oss.py", "GptOssForCausalLM"): ("models/gpt_oss.py", "GptOssModel"),
+    ("models/minimax_m3.py", "MiniMaxM3SparseForCausalLM"): ("models/minimax_m3.py", "MiniMaxM3Model"),
+    ("models/minimax_m3_vl.py", "MiniMaxM3SparseForConditionalGeneration"): ("models/minimax_m3.py", "MiniMaxM3Model"),
+}
+FINAL_HIDDEN_STATE_HOLDERS = tuple(sorted(set(FINAL_HIDDEN_STATE_CLASSES.values())))
 
 #: Where the server arguments check the drafter against its target and decide the draft
-#: model's dtype: ``_handle_eagle_family``, after its call of ``_handle_iquest_q1_mtp_draft``
-#: (the other per-drafter decision).
+#: model's dtype: ``_handle_eagle_family``. The dtype follows its call of
+#: ``_handle_iquest_q1_mtp_draft`` (the other per-drafter decision, 0.5.21 on), else its
+#: ``if model_arch in [...]:`` block (where the MTP drafter's path is decided, as that call
+#: does from 0.5.21).
 DRAFT_DTYPE = ("arg_groups/speculative_hook.py", "_handle_eagle_family")
 DRAFT_DTYPE_ANCHOR = "_handle_iquest_q1_mtp_draft"
 #: The drafter is checked against its target after the algorithm is
-#: (``_check_oot_speculative_algorithm``, ``_handle_eagle_family``'s first call).
+#: (``_check_oot_speculative_algorithm``, ``_handle_eagle_family``'s first call, 0.5.23 on),
+#: else first thing (after ``cfg = resolving_view(server_args)`` where it starts so).
 DRAFT_CHECK_ANCHOR = "_check_oot_speculative_algorithm"
 
 #: Where a model's config is read: ``config = AutoConfig.from_pretrained(...)`` in the HF
@@ -247,10 +246,180 @@ def carries_patch(srt: Path) -> bool:
     return any((srt / file).is_file() for file in NEW_MODULES)
 
 
-def test_files(files: dict[str, bytes]) -> dict[str, bytes]:
-    """Of the fork's tests, those the enabled concerns add (a file no concern owns: none)."""
-    return {
-        key: data
-        for key, data in files.items()
-        if key in TEST_CONCERNS and enabled(TEST_CONCERNS[key])
-    }
+#: Test methods of the fork's tests that exercise what a release may not have: ``{(file,
+#: method): fact of release_facts}``; a release without the fact gets the file without the
+#: method (``release_notes`` says so).
+TEST_NEEDS = {
+    (
+        UNIT_TESTS + "test_eagle3_draft_check.py",
+        "test_capture_without_a_drafter_is_not_checked",
+    ): "return_aux_hidden_states",
+}
+#: What each fact of ``TEST_NEEDS`` is, for the note.
+FACT_TEXT = {
+    "return_aux_hidden_states": "--enable-return-aux-hidden-states (0.5.23 on)",
+}
+
+
+def test_files(files: dict[str, bytes], release: str | None = None) -> dict[str, bytes]:
+    """Of the fork's tests, those the enabled concerns add (a file no concern owns: none), as
+    the release (``release_facts``) takes them: without the methods of ``TEST_NEEDS`` whose
+    fact it lacks, and without the rows of a class table (a module-level tuple of tuples
+    whose first item names a model file) for a model file that captures nothing there."""
+    facts = json.loads(release) if release else {}
+    absent = {f.removeprefix("models/").removesuffix(".py") for f in facts.get("not_capturing", ())}
+    chosen = {}
+    for key, data in files.items():
+        if key not in TEST_CONCERNS or not enabled(TEST_CONCERNS[key]):
+            continue
+        dropped = {
+            method
+            for (file, method), fact in TEST_NEEDS.items()
+            if file == key and facts.get(fact, True) is False
+        }
+        chosen[key] = _for_release(data, dropped, absent) if dropped or absent else data
+    return chosen
+
+
+def _for_release(data: bytes, methods: set[str], models: set[str]) -> bytes:
+    import libcst as cst
+
+    def names_model(element) -> bool:
+        value = element.value
+        return (
+            isinstance(value, cst.Tuple)
+            and bool(value.elements)
+            and isinstance(value.elements[0].value, cst.SimpleString)
+            and value.elements[0].value.evaluated_value in models
+        )
+
+    class ForRelease(cst.CSTTransformer):
+        def leave_FunctionDef(self, original_node, updated_node):
+            if original_node.name.value in methods:
+                return cst.RemovalSentinel.REMOVE
+            return updated_node
+
+        def leave_Assign(self, original_node, updated_node):
+            value = updated_node.value
+            if isinstance(value, cst.Tuple) and any(names_model(e) for e in value.elements):
+                kept = [e for e in value.elements if not names_model(e)]
+                return updated_node.with_changes(value=value.with_changes(elements=kept))
+            return updated_node
+
+    module = cst.parse_module(data.decode("utf-8")).visit(ForRelease())
+    return module.code.encode("utf-8")
+
+
+def _captures_final(forward: ast.FunctionDef) -> bool:
+    """Whether a model's forward captures the last layer's output: ``self.end_layer`` (or
+    ``num_layers``) ``in self.layers_to_capture``, or ``i + 1 in self.layers_to_capture``
+    inside ``for i in range(..., self.end_layer)`` (GPT-OSS before 0.5.21)."""
+
+    def membership(node, left) -> bool:
+        return (
+            isinstance(node, ast.Compare)
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], ast.In)
+            and ast.unparse(node.comparators[0]) == "self.layers_to_capture"
+            and ast.unparse(node.left) in left
+        )
+
+    for node in ast.walk(forward):
+        if membership(node, ("self.end_layer", "num_layers")):
+            return True
+        if (
+            isinstance(node, ast.For)
+            and isinstance(node.target, ast.Name)
+            and isinstance(node.iter, ast.Call)
+            and ast.unparse(node.iter.func) == "range"
+            and node.iter.args
+            and ast.unparse(node.iter.args[-1]) == "self.end_layer"
+        ):
+            after = f"{node.target.id} + 1"
+            if any(membership(n, (after,)) for n in ast.walk(node)):
+                return True
+    return False
+
+
+#: Files of ``SITE_FILES`` a release may lack: the model files of the classes that capture
+#: (``glm5_next.py`` arrives in 0.5.20; a release may also define no capture in one, as
+#: 0.5.21's ``qwen3_5_text.py``). ``release_notes`` names each.
+MAY_BE_ABSENT = CAPTURE_CONTRACT_MODELS
+
+
+def files_in(srt: Path, read) -> list[str]:
+    """The files the rules read in a tree: ``SITE_FILES``, less the model files it lacks."""
+    return [f for f in SITE_FILES if f not in MAY_BE_ABSENT or (srt / f).is_file()]
+
+
+def release_facts(read) -> str:
+    """What the rules write depends on of the release beyond each file they rewrite, read
+    from its code (``read(path)``: a file's text, ``OSError`` if absent), as JSON:
+    ``final_hidden_state``, the models of ``FINAL_HIDDEN_STATE_HOLDERS`` whose forward
+    captures the last layer's output; ``holders``, those the release defines;
+    ``not_capturing``, the model files of ``MAY_BE_ABSENT`` it lacks or that define no
+    ``set_eagle3_layers_to_capture``."""
+    final, holders, not_capturing = [], [], []
+    try:
+        resolved = read(TARGET_CAPTURE[0])
+    except OSError:
+        resolved = ""
+    for file in MAY_BE_ABSENT:
+        try:
+            if "def set_eagle3_layers_to_capture" not in read(file):
+                not_capturing.append(file)
+        except OSError:
+            not_capturing.append(file)
+    for file, name in FINAL_HIDDEN_STATE_HOLDERS:
+        try:
+            module = ast.parse(read(file))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in module.body:
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                holders.append(name)
+                forward = [
+                    f
+                    for f in node.body
+                    if isinstance(f, ast.FunctionDef) and f.name == "forward"
+                ]
+                if forward and _captures_final(forward[0]):
+                    final.append(name)
+    return json.dumps(
+        {
+            "final_hidden_state": final,
+            "holders": holders,
+            "not_capturing": not_capturing,
+            # the target's aux capture without a drafter (0.5.23 on)
+            "return_aux_hidden_states": "return_aux_hidden_state_layer_ids" in resolved,
+        }
+    )
+
+
+def release_notes(text: str | None) -> list[str]:
+    """One line per concern, or part of one, that the release (its ``release_facts``) does
+    not have, with the reason."""
+    if not text:
+        return []
+    facts = json.loads(text)
+    notes = [
+        f"models/{file.removeprefix('models/')}: no class captures EAGLE-3 aux hidden states "
+        "in this release (no set_eagle3_layers_to_capture): none to declare or test"
+        for file in facts["not_capturing"]
+    ]
+    for holder_file, holder in FINAL_HIDDEN_STATE_HOLDERS:
+        if holder in facts["holders"] and holder not in facts["final_hidden_state"]:
+            classes = sorted(
+                n for k, (_, h) in FINAL_HIDDEN_STATE_CLASSES.items() for n in [k[1]] if h == holder
+            )
+            notes.append(
+                f"{holder_file}: {holder}.forward does not capture the last layer's output "
+                f"in this release: {' and '.join(classes)} take hidden states up to "
+                "num_hidden_layers - 1, and ids naming that output are refused before load"
+            )
+    for (file, method), fact in TEST_NEEDS.items():
+        if facts.get(fact, True) is False:
+            notes.append(
+                f"{file}: without {method}: this release has no {FACT_TEXT[fact]}"
+            )
+    return notes

@@ -19,6 +19,9 @@ from sglang_eagle_sizing.families.release_0_5_23.rules.capture_contract import (
     HandedOnCaptureContractRule,
     OwnRulesCaptureContractRule,
 )
+from sglang_eagle_sizing.families.release_0_5_23.rules.capture_contract import (
+    for_release as capture_facts,
+)
 from sglang_eagle_sizing.families.release_0_5_23.rules.draft_check import (
     DraftCheckRule,
     TargetCaptureCheckRule,
@@ -50,6 +53,9 @@ from sglang_eagle_sizing.families.release_0_5_23.rules.top_level_layer_ids impor
     TargetCaptureRule,
 )
 
+#: the release's facts the rules write for (``sites.release_facts``)
+for_release = capture_facts
+
 RULES = (
     AuxCountBlockRule,
     AuxCountFunctionRule,
@@ -73,3 +79,15 @@ RULES = (
     IdleVerifyInputRule,
     ParserImportRule,
 )
+
+#: Every rule that names its files refuses one without its anchor (``Rule.needles_required``)
+#: but the capture-contract rules: a model file without ``set_eagle3_layers_to_capture`` has
+#: no class to declare, which ``sites.release_notes`` says.
+_NOTED_WHEN_ABSENT = (
+    AddOneCaptureContractRule,
+    HandedOnCaptureContractRule,
+    OwnRulesCaptureContractRule,
+)
+for _rule in RULES:
+    if _rule.files is not None and _rule not in _NOTED_WHEN_ABSENT:
+        _rule.needles_required = True

@@ -20,6 +20,10 @@ refused with its line.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import json
+
 import libcst as cst
 
 from sglang_eagle_sizing.engine import Finding, Rule
@@ -142,17 +146,6 @@ def _hands_over(setter: cst.FunctionDef) -> bool:
 def _calls_inner_setter(node) -> bool:
     name = dotted(node.func) if isinstance(node, cst.Call) else None
     return bool(name) and name.startswith("self.") and name.endswith("." + SETTER)
-
-
-def _captures_end_layer(node: cst.CSTNode) -> bool:
-    """``self.end_layer in self.layers_to_capture`` or ``num_layers in ...``."""
-    return (
-        isinstance(node, cst.Comparison)
-        and dotted(node.left) in ("self.end_layer", "num_layers")
-        and len(node.comparisons) == 1
-        and isinstance(node.comparisons[0].operator, cst.In)
-        and dotted(node.comparisons[0].comparator) == "self.layers_to_capture"
-    )
 
 
 class _ToClassmethod(cst.CSTTransformer):
@@ -496,6 +489,35 @@ def _module_names(module: cst.Module) -> set[str]:
     return names
 
 
+#: The release's facts (``sites.release_facts``) the rules write for: set by ``for_release``;
+#: 0.5.23's when unset (a source rewritten alone, as the rules' own tests do).
+_FACTS: contextvars.ContextVar[dict] = contextvars.ContextVar(
+    "capture_contract_facts",
+    default={
+        "final_hidden_state": sorted({n for _, n in FINAL_HIDDEN_STATE_HOLDERS}),
+        "holders": sorted({n for _, n in FINAL_HIDDEN_STATE_HOLDERS}),
+    },
+)
+
+
+@contextlib.contextmanager
+def for_release(text: str | None):
+    """Within the block, the rules write for the release whose facts are ``text``."""
+    token = _FACTS.set(json.loads(text)) if text else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _FACTS.reset(token)
+
+
+def _captures_final_hidden_state(file: str, name: str) -> bool:
+    """Whether the class's model's forward captures the last layer's output (read from that
+    forward in the release: ``sites.release_facts``)."""
+    holder = FINAL_HIDDEN_STATE_CLASSES.get((file, name))
+    return holder is not None and holder[1] in _FACTS.get()["final_hidden_state"]
+
+
 class CaptureContractRule(Rule):
     """Every class of ``sites.CAPTURE_CONTRACT_MODELS`` that defines
     ``set_eagle3_layers_to_capture(self, layer_ids)`` gets ``get_eagle3_layers_to_capture``
@@ -545,7 +567,7 @@ class CaptureContractRule(Rule):
         return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
 
     def _declare(self, name, body, setter, param):
-        flag_wanted = (self.file, name) in FINAL_HIDDEN_STATE_CLASSES
+        flag_wanted = _captures_final_hidden_state(self.file, name)
         has_flag = any(assigns(s, FINAL_HIDDEN_STATE_FLAG) for s in body)
         declared = _has(body, CONTRACT) and _has(body, CAPTURE) and _hands_over(setter)
         if declared and (has_flag or not flag_wanted):
@@ -595,27 +617,14 @@ class CaptureContractRule(Rule):
             )
         return body
 
-    def visit_ClassDef(self, node):
-        if not self._scope and (self.file, node.name.value) in FINAL_HIDDEN_STATE_HOLDERS:
-            forward = [
-                f
-                for f in node.body.body
-                if isinstance(f, cst.FunctionDef) and f.name.value == "forward"
-            ]
-            if len(forward) != 1 or not contains(forward[0], _captures_end_layer):
-                raise self.fail(
-                    forward[0] if forward else node,
-                    f"{node.name.value}.forward: no longer captures the last layer's output "
-                    f"(`... in self.layers_to_capture` after its layer loop), which "
-                    f"{FINAL_HIDDEN_STATE_FLAG} of the classes capturing through it says "
-                    "it does: ids naming that output would pass the check before load and "
-                    "be dropped",
-                )
-        return super().visit_ClassDef(node)
-
     def leave_Module(self, original_node, updated_node):
         missing = [
             n for f, n in FINAL_HIDDEN_STATE_CLASSES if f == self.file and n not in self.found
+        ]
+        missing += [
+            f"{n} (its {holder} in {holder_file})"
+            for (f, n), (holder_file, holder) in FINAL_HIDDEN_STATE_CLASSES.items()
+            if f == self.file and n in self.found and holder not in _FACTS.get()["holders"]
         ]
         if missing:
             raise self.fail(original_node, f"no class {', '.join(missing)}")

@@ -28,14 +28,26 @@ from sglang_eagle_sizing.syntax import contains, dotted, statements
 
 class DraftCheckRule(DrafterHookRule):
     """The drafter is checked first thing in ``_handle_eagle_family``, after the algorithm's
-    own check (``_check_oot_speculative_algorithm``): ``inserted.DRAFT_CHECK_FUNCTION``."""
+    own check (``_check_oot_speculative_algorithm``, 0.5.23 on) or its view of the
+    arguments: ``inserted.DRAFT_CHECK_FUNCTION``."""
 
     concerns = (concerns.DRAFT_CHECK,)
     anchor = DRAFT_CHECK_ANCHOR
-    needles = (DRAFT_CHECK_ANCHOR,)
+    fallback_text = "a first statement (before 0.5.23)"
     hook = DRAFT_CHECK_HOOK
     function = DRAFT_CHECK_FUNCTION
     label = "draft-check"
+
+    @staticmethod
+    def fallback(body):
+        # first thing, after ``cfg = resolving_view(server_args)`` where it starts so
+        first = body[0] if body else None
+        starts_with_cfg = (
+            isinstance(first, cst.SimpleStatementLine)
+            and isinstance(first.body[0], cst.Assign)
+            and dotted(first.body[0].targets[0].target) == "cfg"
+        )
+        return 0 if starts_with_cfg else -1
 
 
 class TargetCaptureCheckRule(ScopedRule):

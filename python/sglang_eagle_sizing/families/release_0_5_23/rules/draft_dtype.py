@@ -20,14 +20,18 @@ from sglang_eagle_sizing.syntax import dotted, statement
 
 
 class DrafterHookRule(Rule):
-    """``_handle_eagle_family`` calls ``hook(server_args)`` after its other per-drafter
-    decision (``_handle_iquest_q1_mtp_draft``), the function ``function`` defined after that
-    one's definition. Already there anywhere in the function or module: routed."""
+    """``_handle_eagle_family`` calls ``hook(server_args)`` after the call of ``anchor`` (its
+    other per-drafter decision), or where ``fallback`` finds in a release without that call;
+    ``function`` is defined after ``anchor``'s definition, else before
+    ``_handle_eagle_family``'s. Already there anywhere in the function or module: routed.
+    Neither place found: refused, naming what was looked for."""
 
+    # no needle: a file without the function must say so, not skip
     files = frozenset({DRAFT_DTYPE[0]})
     #: the decision the hook follows, its call and its definition
     anchor = DRAFT_DTYPE_ANCHOR
-    needles = (DRAFT_DTYPE_ANCHOR,)
+    #: what ``fallback`` looks for, for the message
+    fallback_text = ""
     hook = ""
     function = ""
     label = ""
@@ -35,20 +39,36 @@ class DrafterHookRule(Rule):
     def __init__(self, file: str):
         super().__init__(file)
         self.called = False
+        self.function_body = None
+
+    def visit_FunctionDef(self, node):
+        super().visit_FunctionDef(node)
+        if self.scope == DRAFT_DTYPE[1]:
+            self.function_body = node.body
+        return True
+
+    @staticmethod
+    def fallback(body: list) -> int | None:
+        """In a release without the anchor's call: the index of the statement the hook
+        follows (-1: first thing), or None."""
+        return None
 
     def leave_IndentedBlock(self, original_node, updated_node):
-        if self.scope != DRAFT_DTYPE[1]:
+        if original_node is not self.function_body:
             return updated_node
         body = list(updated_node.body)
         calls = [i for i, stmt in enumerate(body) if _calls_only(stmt, self.anchor)]
-        if len(calls) != 1:
+        if len(calls) > 1:
+            return updated_node
+        index = calls[0] if calls else self.fallback(body)
+        if index is None:
             return updated_node
         self.called = True
-        index = calls[0]
-        if any(_calls_only(stmt, self.hook) for stmt in body[index + 1 :]):
-            self.report(original_node.body[index], self.label, Finding.ROUTED)
+        if any(_calls_only(stmt, self.hook) for stmt in body):
+            at = next(i for i, stmt in enumerate(body) if _calls_only(stmt, self.hook))
+            self.report(original_node.body[at], self.label, Finding.ROUTED)
             return updated_node
-        self.report(original_node.body[index], self.label, Finding.UNROUTED)
+        self.report(original_node.body[max(index, 0)], self.label, Finding.UNROUTED)
         body.insert(index + 1, statement(f"{self.hook}(server_args)\n"))
         return updated_node.with_changes(body=body)
 
@@ -56,18 +76,34 @@ class DrafterHookRule(Rule):
         if not self.called:
             raise self.fail(
                 original_node,
-                f"{DRAFT_DTYPE[1]}: no {self.anchor}(...) call to follow",
+                f"{DRAFT_DTYPE[1]}: no {self.anchor}(...) call to follow, nor "
+                f"{self.fallback_text} (where the {self.label} change goes)",
             )
         body = list(updated_node.body)
         names = [getattr(stmt, "name", None) for stmt in body]
-        defined = [i for i, n in enumerate(names) if n is not None and n.value == self.anchor]
         if any(n is not None and n.value == self.hook for n in names):
             return updated_node
-        if len(defined) != 1:
-            raise self.fail(original_node, f"no top-level def {self.anchor}")
+        defined = [i for i, n in enumerate(names) if n is not None and n.value == self.anchor]
+        users = [i for i, n in enumerate(names) if n is not None and n.value == DRAFT_DTYPE[1]]
+        if len(defined) == 1:
+            at = defined[0] + 1
+        elif len(users) == 1:
+            at = users[0]
+        else:
+            raise self.fail(original_node, f"no top-level def {self.anchor} or {DRAFT_DTYPE[1]}")
         new = cst.parse_module(self.function.lstrip("\n")).body[0]
-        body.insert(defined[0] + 1, new.with_changes(leading_lines=two_blank_lines()))
+        body.insert(at, new.with_changes(leading_lines=two_blank_lines()))
         return updated_node.with_changes(body=body)
+
+
+def _reads_model_arch(stmt: cst.CSTNode) -> bool:
+    """``if model_arch in [...]:``."""
+    return (
+        isinstance(stmt, cst.If)
+        and isinstance(stmt.test, cst.Comparison)
+        and dotted(stmt.test.left) == "model_arch"
+        and isinstance(stmt.test.comparisons[0].operator, cst.In)
+    )
 
 
 class DraftDtypeRule(DrafterHookRule):
@@ -75,9 +111,15 @@ class DraftDtypeRule(DrafterHookRule):
     ``inserted.DRAFT_DTYPE_FUNCTION``."""
 
     concerns = (concerns.DRAFT_DTYPE,)
+    fallback_text = "an `if model_arch in [...]:` block (before 0.5.21)"
     hook = DRAFT_DTYPE_HOOK
     function = DRAFT_DTYPE_FUNCTION
     label = "draft-dtype"
+
+    @staticmethod
+    def fallback(body):
+        found = [i for i, stmt in enumerate(body) if _reads_model_arch(stmt)]
+        return found[0] if len(found) == 1 else None
 
 
 def _calls_only(stmt: cst.CSTNode, name: str) -> bool:

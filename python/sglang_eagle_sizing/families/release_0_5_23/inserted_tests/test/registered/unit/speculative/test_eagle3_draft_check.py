@@ -19,7 +19,12 @@ from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state imp
     SpecAuxHiddenStateConfig,
     _resolve_eagle_aux_hidden_state,
 )
-from sglang.srt.runtime_context import SpawnRanks, create_context, use_context
+from sglang.srt.runtime_context import (
+    SpawnRanks,
+    publish,
+    restore_context,
+    snapshot_context,
+)
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from sglang.srt.speculative.eagle3_draft_config import (
@@ -83,29 +88,27 @@ class TestDraftCheck(CustomTestCase):
         server_args = self.server_args(target)
         keys = {"hidden_size": 64, "target_hidden_size": 48, **keys}
         draft = SimpleNamespace(name_or_path="/drafts/eagle3", **keys)
-        with use_context(
-            create_context(server_args, role="test", ranks=SpawnRanks(world_rank=0))
-        ):
-            validate_eagle3_draft_config(
-                parse_eagle3_draft_config(draft_hf_config=draft),
-                draft_hf_config=draft,
-                target_model_config=ModelConfig.from_server_args(server_args),
-            )
+        self.addCleanup(restore_context, snapshot_context())
+        publish(server_args, role="test", ranks=SpawnRanks(world_rank=0))
+        validate_eagle3_draft_config(
+            parse_eagle3_draft_config(draft_hf_config=draft),
+            draft_hf_config=draft,
+            target_model_config=ModelConfig.from_server_args(server_args),
+        )
 
     def resolve(self, target=LLAMA, **draft_keys):
         """The target's resolution of its aux hidden states (``ModelRunner.__init__``,
         before ``load_model``) for a drafter with ``draft_keys``."""
         server_args = self.server_args(target, **draft_keys)
-        with use_context(
-            create_context(server_args, role="test", ranks=SpawnRanks(world_rank=0))
-        ):
-            _resolve_eagle_aux_hidden_state(
-                config=SpecAuxHiddenStateConfig(),
-                server_args=server_args,
-                model_config=ModelConfig.from_server_args(server_args),
-                spec_algorithm=SpeculativeAlgorithm.EAGLE3,
-                is_draft_worker=False,
-            )
+        self.addCleanup(restore_context, snapshot_context())
+        publish(server_args, role="test", ranks=SpawnRanks(world_rank=0))
+        _resolve_eagle_aux_hidden_state(
+            config=SpecAuxHiddenStateConfig(),
+            server_args=server_args,
+            model_config=ModelConfig.from_server_args(server_args),
+            spec_algorithm=SpeculativeAlgorithm.EAGLE3,
+            is_draft_worker=False,
+        )
 
     def test_a_drafter_that_fits_passes(self):
         self.check()

@@ -17,7 +17,12 @@ from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state imp
     _resolve_eagle_aux_hidden_state,
 )
 from sglang.srt.models.llama import LlamaForCausalLM
-from sglang.srt.runtime_context import SpawnRanks, create_context, use_context
+from sglang.srt.runtime_context import (
+    SpawnRanks,
+    publish,
+    restore_context,
+    snapshot_context,
+)
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from sglang.test.ci.ci_register import register_cpu_ci
@@ -62,19 +67,17 @@ class TestTopLevelLayerIds(CustomTestCase):
             speculative_draft_model_path=paths["draft"],
             skip_tokenizer_init=True,
         )
-        context = create_context(
-            server_args, role="test", ranks=SpawnRanks(world_rank=0)
-        )
         capture = SpecAuxHiddenStateConfig()
-        with use_context(context):
-            model_config = ModelConfig.from_server_args(server_args)
-            _resolve_eagle_aux_hidden_state(
-                config=capture,
-                server_args=server_args,
-                model_config=model_config,
-                spec_algorithm=SpeculativeAlgorithm.EAGLE3,
-                is_draft_worker=False,
-            )
+        self.addCleanup(restore_context, snapshot_context())
+        publish(server_args, role="test", ranks=SpawnRanks(world_rank=0))
+        model_config = ModelConfig.from_server_args(server_args)
+        _resolve_eagle_aux_hidden_state(
+            config=capture,
+            server_args=server_args,
+            model_config=model_config,
+            spec_algorithm=SpeculativeAlgorithm.EAGLE3,
+            is_draft_worker=False,
+        )
         llama = LlamaForCausalLM.__new__(LlamaForCausalLM)
         llama.__dict__.update(
             config=model_config.hf_config,

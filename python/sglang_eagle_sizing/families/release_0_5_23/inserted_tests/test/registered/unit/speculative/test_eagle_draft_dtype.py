@@ -10,7 +10,12 @@ import torch
 
 from sglang.srt.arg_groups.overrides import resolved_view
 from sglang.srt.configs.model_config import ModelConfig
-from sglang.srt.runtime_context import SpawnRanks, create_context, use_context
+from sglang.srt.runtime_context import (
+    SpawnRanks,
+    publish,
+    restore_context,
+    snapshot_context,
+)
 from sglang.srt.server_args import ServerArgs
 from sglang.test.ci.ci_register import register_cpu_ci
 from sglang.test.test_utils import CustomTestCase
@@ -61,18 +66,15 @@ class TestDraftDtype(CustomTestCase):
             skip_tokenizer_init=True,
             **kwargs,
         )
-        # The runtime context a scheduler publishes.
-        context = create_context(
-            server_args, role="test", ranks=SpawnRanks(world_rank=0)
+        self.addCleanup(restore_context, snapshot_context())
+        publish(server_args, role="test", ranks=SpawnRanks(world_rank=0))
+        return (
+            resolved_view(server_args).dtype,
+            ModelConfig.from_server_args(server_args).dtype,
+            ModelConfig.from_server_args(
+                server_args, model_path=draft_path, is_draft_model=True
+            ).dtype,
         )
-        with use_context(context):
-            return (
-                resolved_view(server_args).dtype,
-                ModelConfig.from_server_args(server_args).dtype,
-                ModelConfig.from_server_args(
-                    server_args, model_path=draft_path, is_draft_model=True
-                ).dtype,
-            )
 
     def test_a_drafter_saved_in_another_dtype_takes_the_targets(self):
         bfloat16_eagle3 = {**EAGLE3_DRAFT, "torch_dtype": "bfloat16"}

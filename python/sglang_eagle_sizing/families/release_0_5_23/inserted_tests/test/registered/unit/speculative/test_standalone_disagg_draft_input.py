@@ -23,7 +23,7 @@ PROPOSALS = [[17], [23]]
 HIDDEN_SIZE = 16
 NONE_FIELDS = (
     "discard_output_reason to_finish finished_reason grammar output_topk_p "
-    "output_topk_index hidden_states_tensor output_dsa_topk_indices"
+    "output_topk_index hidden_states_tensor output_dsa_topk_indices multimodal_inputs"
 )
 ZERO_FIELDS = (
     "pending_bootstrap return_sampling_mask return_logprob inflight_middle_chunks "
