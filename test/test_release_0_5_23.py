@@ -87,7 +87,7 @@ def test_an_untested_release_after_the_refactor_proceeds_on_structure(fork):
     git(fork, "commit", "-q", "--allow-empty", "-m", "merge upstream 0.5.24")
     git(fork, "tag", "v0.5.24")
     code, _, err = run("check", str(fork))
-    assert code == 2 and "only 0.5.9, 0.5.10, 0.5.10.post1, 0.5.11 and 0.5.23" in err
+    assert code == 2 and "only 0.5.9, 0.5.10, 0.5.10.post1, 0.5.11, 0.5.22 and 0.5.23" in err
     code, _, err = run("check", "--allow-untested-version", str(fork))
     assert code == 1 and "warning: SGLang 0.5.24 (git tag v0.5.24)" in err
 
@@ -320,6 +320,13 @@ def test_black_rewrites_no_line_the_patch_writes(patched_0_5_23, monkeypatch):
         blocks = hooks.rewrite_blocks(path, "black", text, black.format_str(text, mode=black.Mode()))
         found += [f"{b.path}:{b.line}: {b.message}" for b in blocks if hooks.keep(b, added, [])]
     assert found == []
+
+
+def test_each_fork_test_file_is_the_size_of_its_neighbours():
+    """As SGLang's unit tests are (test/registered/unit/speculative/): at most 250 lines."""
+    inserted = Path(sites.__file__).parent / "inserted_tests"
+    sizes = {f: len((inserted / f).read_text().splitlines()) for f in UNIT_TESTS}
+    assert {f: n for f, n in sizes.items() if n > 250} == {}
 
 
 @pytest.mark.parametrize("test", UNIT_TESTS, ids=lambda t: t.rsplit("/", 1)[-1])

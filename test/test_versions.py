@@ -24,7 +24,7 @@ from sglang_eagle_sizing.tree import SglangTree, TreeError, TreeVersion
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
 ALLOW = "--allow-untested-version"
-TESTED = "only 0.5.9, 0.5.10, 0.5.10.post1, 0.5.11 and 0.5.23 are tested"
+TESTED = "only 0.5.9, 0.5.10, 0.5.10.post1, 0.5.11, 0.5.22 and 0.5.23 are tested"
 
 
 
@@ -199,7 +199,9 @@ def test_a_tree_without_a_version_goes_to_its_family_by_its_files(package):
         ("0.5.23", True),
         ("0.5.23.post1", True),
         ("v0.5.23+fork.1", True),
-        ("0.5.22", False),
+        ("0.5.22", True),
+        ("0.5.21", False),
+        ("0.5.19", False),
         ("0.5.90", False),
         ("0.5.11.dev0", False),
         ("0.5.11rc1", False),

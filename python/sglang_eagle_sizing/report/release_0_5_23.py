@@ -142,7 +142,7 @@ def both_trees(tree: SglangTree):
             return
         from sglang_eagle_sizing.smoke.runner import release_root
 
-        version = tree.family.known_version
+        version = tree.family.tested_release(tree.version.number if tree.version else None)
         yield release_root(default_cache_dir(), version), _package_root(tree), f"the sglang {version} release wheel"
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

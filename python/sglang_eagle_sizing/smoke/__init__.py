@@ -90,7 +90,9 @@ def run(args: argparse.Namespace) -> int:
             # Absolute: the servers run from another folder and are given paths under it.
             workdir = Path(args.workdir).resolve() if args.workdir else Path(scratch)
             workdir.mkdir(parents=True, exist_ok=True)
-            report = smoke(root, cases, workdir, baseline=not args.no_baseline, family=family)
+            release = family.tested_release(tree.version.number if tree.version else None)
+            report = smoke(root, cases, workdir, baseline=not args.no_baseline, family=family,
+                           release=release)
             if args.json:
                 Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     except KeyboardInterrupt:
@@ -107,7 +109,7 @@ def cache_dir() -> Path:
 
 
 def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None,
-          family=None) -> dict:
+          family=None, release: str | None = None) -> dict:
     """Serve every case from ``root`` (holding ``sglang/``), a tree of ``family`` (default:
     0.5.9-0.5.11), and from the unpatched release of that family; returns the report (a
     dict). ``on_case(report)``, if given, sees the report so far after each case."""
@@ -122,7 +124,8 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None,
     )
 
     family = family or BEFORE_REFACTOR
-    version = family.known_version
+    # the unpatched release the tree is compared with: its own where the family is tested on it
+    version = release or family.known_version
     cache = cache_dir()
     built = Models(workdir / "models")
     release = release_root(cache, version) if baseline else None
@@ -204,8 +207,8 @@ def smoke(root: Path, cases, workdir: Path, baseline: bool = True, on_case=None,
         entry["expected_failure"] = is_expected_failure(case, problems)
         results.append(entry)
         if on_case is not None:
-            on_case(_report(root, results, plain, started, family))
-    return _report(root, results, plain, started, family)
+            on_case(_report(root, results, plain, started, family, version))
+    return _report(root, results, plain, started, family, version)
 
 
 def capture_problems(case, entry: dict) -> list[str]:
@@ -264,13 +267,14 @@ def is_expected_failure(case, problems: list[str]) -> bool:
     return all(case.known_error in problem for problem in problems)
 
 
-def _report(root: Path, results: list, plain: dict, started: float, family) -> dict:
+def _report(root: Path, results: list, plain: dict, started: float, family,
+            version: str) -> dict:
     failed = [e["case"] for e in results if not e["passed"] and not e["expected_failure"]]
     return {
         "root": str(root),
         # the tree's release family, and the unpatched release its cases are compared with
         "family": family.name,
-        "release": family.known_version,
+        "release": version,
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "cases": results,
         "plain": {" ".join((k[0], k[1], *k[2])): v.__dict__ for k, v in plain.items()},
@@ -284,7 +288,7 @@ def print_report(report: dict) -> None:
     from sglang_eagle_sizing.smoke.runner import site_hits
 
     release = report.get("release", families.BEFORE_REFACTOR.known_version)
-    family = next(f for f in families.FAMILIES if f.known_version == release)
+    family = next(f for f in families.FAMILIES if release in f.tested_versions)
     # 0.5.23 has no sizing site of this patch's: every site calls upstream's helpers, whose
     # recorded callers are listed below the table
     before = bool(family.sites)
