@@ -160,8 +160,8 @@ class Family:
     def test_files(self, files: dict[str, bytes], release: str | None = None) -> dict[str, bytes]:
         """Of the fork's test files (``{path: bytes}``), those the enabled concerns add, as
         the release (``release_text``) takes them."""
-        if release is None:  # a family without release facts takes them as they are
-            return self._sites.test_files(files)
+        if release is None or not hasattr(self._sites, "release_facts"):
+            return self._sites.test_files(files)  # taken as they are
         return self._sites.test_files(files, release)
 
     @property
