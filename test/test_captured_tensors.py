@@ -8,6 +8,7 @@ name, and 0.5.23's released Gemma-3 hands on each layer's MLP branch without the
 from __future__ import annotations
 
 import importlib.util
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -114,6 +115,10 @@ def test_the_packaged_audit_is_what_the_sample_gives(probed):
                 assert entry[tree] == now[tree], f"{release} {name} {tree}: regenerate the audit"
 
 
+def _without_noise(cell: str) -> str:
+    return re.sub(r" \(max err < 1e-0\d\)", "", cell)
+
+
 def test_the_sample_rows_equal_the_committed_table(probed):
     script, results = probed
     committed = script.table_rows(TABLE.read_text(encoding="utf-8"))
@@ -129,8 +134,9 @@ def test_the_sample_rows_equal_the_committed_table(probed):
         for file, name in pairs:
             key = (family, file, name)
             assert key in committed, f"{key}: not in {TABLE.name}; regenerate it"
-            released, patched, verdict = rendered[key]
-            table_released, table_patched, table_verdict = committed[key]
+            # a nearest tensor's error is float32 noise: its power of ten is not compared
+            released, patched, verdict = map(_without_noise, rendered[key])
+            table_released, table_patched, table_verdict = map(_without_noise, committed[key])
             assert (
                 released == table_released
             ), f"{key}: released changed; regenerate the table"

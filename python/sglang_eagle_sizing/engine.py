@@ -203,8 +203,8 @@ class Rule(cst.CSTTransformer):
             raise RewriteError(
                 file,
                 1,
-                f"no {' or '.join(cls.needles)} found, which the "
-                f"{', '.join(cls.concerns) or cls.__name__} change looks for here",
+                f"{' or '.join(cls.needles)}: not found (the "
+                f"{', '.join(cls.concerns) or cls.__name__} change looks for it here)",
             )
         return False
 

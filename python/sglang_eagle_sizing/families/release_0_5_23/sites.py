@@ -17,6 +17,8 @@ from pathlib import Path
 from sglang_eagle_sizing.concerns import enabled
 from sglang_eagle_sizing.families.release_0_5_23 import concerns
 from sglang_eagle_sizing.families.release_0_5_23.inserted import (
+    CAPTURE,
+    CONTRACT,
     EAGLE3_DRAFT_CHECK,
     EAGLE3_DRAFT_CONFIG,
     EAGLE3_DRAFT_CONFIG_FILE,
@@ -352,6 +354,9 @@ def files_in(srt: Path, read) -> list[str]:
     return [f for f in SITE_FILES if f not in MAY_BE_ABSENT or (srt / f).is_file()]
 
 
+SETTER_NAME = "set_eagle3_layers_to_capture"
+
+
 def release_facts(read) -> str:
     """What the rules write depends on of the release beyond each file they rewrite, read
     from its code (``read(path)``: a file's text, ``OSError`` if absent), as JSON:
@@ -366,9 +371,13 @@ def release_facts(read) -> str:
         resolved = ""
     for file in MAY_BE_ABSENT:
         try:
-            if "def set_eagle3_layers_to_capture" not in read(file):
-                not_capturing.append(file)
+            text = read(file)
         except OSError:
+            not_capturing.append(file)
+            continue
+        # neither the release's capture nor the patch's (a file holding only the patch's
+        # methods is half patched: its rule refuses it)
+        if not any(name in text for name in (SETTER_NAME, CONTRACT, CAPTURE)):
             not_capturing.append(file)
     for file, name in FINAL_HIDDEN_STATE_HOLDERS:
         try:

@@ -518,6 +518,19 @@ def _captures_final_hidden_state(file: str, name: str) -> bool:
     return holder is not None and holder[1] in _FACTS.get()["final_hidden_state"]
 
 
+def _first_def(module: cst.Module, names: tuple[str, ...]) -> cst.FunctionDef | None:
+    found: list[cst.FunctionDef] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            if node.name.value in names and not found:
+                found.append(node)
+            return not found
+
+    module.visit(_Find())
+    return found[0] if found else None
+
+
 class CaptureContractRule(Rule):
     """Every class of ``sites.CAPTURE_CONTRACT_MODELS`` that defines
     ``set_eagle3_layers_to_capture(self, layer_ids)`` gets ``get_eagle3_layers_to_capture``
@@ -525,7 +538,8 @@ class CaptureContractRule(Rule):
     captures the last layer's output. The inner models whose method takes the indices
     (``layers_to_capture``) are the holders their outer classes hand them to."""
 
-    needles = (SETTER,)
+    # the patch's own methods too: a file that lost the setter but kept them is refused
+    needles = (SETTER, CONTRACT, CAPTURE)
     #: the concern of ``CAPTURE_CONTRACT_GROUPS`` whose files the rule rewrites
     group = ""
 
@@ -570,10 +584,22 @@ class CaptureContractRule(Rule):
         flag_wanted = _captures_final_hidden_state(self.file, name)
         has_flag = any(assigns(s, FINAL_HIDDEN_STATE_FLAG) for s in body)
         declared = _has(body, CONTRACT) and _has(body, CAPTURE) and _hands_over(setter)
-        if declared and (has_flag or not flag_wanted):
+        if declared and has_flag == flag_wanted:
             self.report(setter, LABEL, Finding.ROUTED, name)
             return None
         self.report(setter, LABEL, Finding.UNROUTED, name)
+        if has_flag and not flag_wanted:
+            # the forward no longer captures the last layer's output (an upstream change):
+            # the flag would let ids naming it pass the check and be dropped
+            at = next(i for i, s in enumerate(body) if assigns(s, FINAL_HIDDEN_STATE_FLAG))
+            removed = body.pop(at)
+            if at < len(body):
+                kept = [l for l in removed.leading_lines if l.comment is None]
+                own = [l for l in body[at].leading_lines if l.comment is not None]
+                body[at] = body[at].with_changes(leading_lines=[*kept, *own])
+            if declared:
+                return body
+            setter = _setter(body)
         if (_has(body, CONTRACT) or _has(body, CAPTURE)) and not declared:
             # the method computes its own indices again (an upstream change of its rule):
             # the declaration is made anew from it
@@ -629,7 +655,14 @@ class CaptureContractRule(Rule):
         if missing:
             raise self.fail(original_node, f"no class {', '.join(missing)}")
         if not self.declared:
-            raise self.fail(original_node, f"no class with {SETTER}({LAYER_IDS})")
+            leftover = _first_def(original_node, (CONTRACT, CAPTURE))
+            if leftover is not None:
+                raise self.fail(
+                    leftover,
+                    f"{leftover.name.value}: the patch's method without {SETTER}({LAYER_IDS}) "
+                    "beside it (a merge kept half the capture-contract change)",
+                )
+            raise self.fail(original_node, f"{SETTER}({LAYER_IDS}): not found (no class here)")
         return updated_node
 
 
