@@ -668,3 +668,24 @@ def test_the_capture_oracle_catches_a_wrong_reading_of_the_ids(patched_0_5_23, t
     finally:
         git(patched_0_5_23, "checkout", "-q", "--", ".")
     assert {d for d, run in got.items() if run.get("captured") != run["meant"]} == caught, got
+
+
+def test_a_flag_the_forward_no_longer_backs_is_removed(patched_0_5_23):
+    """GPT-OSS's flag follows its model's forward as the release's facts read it: kept where
+    the forward captures the last layer's output, removed (the class unrouted) where an
+    upstream change made it stop, so ids naming that output are refused again."""
+    from sglang_eagle_sizing.engine import Finding, rewrite_source
+    from sglang_eagle_sizing.families.release_0_5_23.rules import capture_contract
+
+    file = "models/gpt_oss.py"
+    text = (patched_0_5_23 / "python/sglang/srt" / file).read_text()
+    rule = capture_contract.OwnRulesCaptureContractRule
+    flag = "eagle3_captures_final_hidden_state = True"
+    kept = rewrite_source(file, text, (rule,))
+    assert kept.new_text == text and flag in text
+    facts = {"final_hidden_state": [], "holders": ["GptOssModel"]}
+    with capture_contract.for_release(json.dumps(facts)):
+        dropped = rewrite_source(file, text, (rule,))
+    assert flag not in dropped.new_text
+    assert "# EAGLE-3: the forward captures the last layer's output" not in dropped.new_text
+    assert [f.status for f in dropped.findings if f.scope == "GptOssForCausalLM"] == [Finding.UNROUTED]
