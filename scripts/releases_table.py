@@ -109,7 +109,9 @@ def probe(version: str) -> dict:
         )
         notes = [l.removeprefix("note: ") for l in applied.stderr.splitlines() if l.startswith("note: ")]
         tests = fork_tests(fork)
-        revert = subprocess.run([str(TOOL), "revert", str(fork)], capture_output=True, text=True)
+        revert = subprocess.run(
+            [str(TOOL), "revert", *flag, str(fork)], capture_output=True, text=True
+        )
         clean = subprocess.run(
             ["git", "status", "--porcelain"], cwd=fork, capture_output=True, text=True
         ).stdout.strip() == "" and revert.returncode == 0
