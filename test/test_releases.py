@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import git_status, make_checkout, run_cli
 from sglang_eagle_sizing.families import AFTER_REFACTOR
+from sglang_eagle_sizing.families.release_0_5_23 import sites
 from sglang_eagle_sizing.wheel import cached_release_wheel
 
 REPO = Path(__file__).resolve().parents[1]
@@ -75,8 +76,8 @@ def test_the_fork_tests_pass_on_0_5_22(tmp_path):
     code, _, err = run_cli("apply", "-q", str(checkout))
     assert code == 0, err
     python = REPO / ".venv-0.5.23" / "bin" / "python"
-    tests = sorted((checkout / "test/registered/unit/speculative").glob("test_*.py"))
-    assert len(tests) == 13
+    tests = [checkout / f for f in sites.TEST_CONCERNS]  # the files the patch adds
+    assert all(test.is_file() for test in tests) and len(tests) == 13
     failed = {}
     for test in tests:
         result = subprocess.run(

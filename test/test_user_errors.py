@@ -491,7 +491,7 @@ def test_the_untested_version_warning_comes_before_the_refusal_of_upstreams_refa
     warning, refusal = err.splitlines()
     assert warning == (
         "warning: SGLang 0.5.12 (git tag v0.5.12): only 0.5.9, 0.5.10, 0.5.10.post1, "
-        "0.5.11 and 0.5.23 are tested; proceeding on structure (--allow-untested-version)"
+        "0.5.11, 0.5.22 and 0.5.23 are tested; proceeding on structure (--allow-untested-version)"
     )
     assert refusal.startswith(
         "error: python/sglang: SGLang 0.5.12 (git tag v0.5.12) already carries upstream's "
