@@ -64,9 +64,9 @@ class DrafterHookRule(Rule):
         if index is None:
             return updated_node
         self.called = True
-        if any(_calls_only(stmt, self.hook) for stmt in body):
-            at = next(i for i, stmt in enumerate(body) if _calls_only(stmt, self.hook))
-            self.report(original_node.body[at], self.label, Finding.ROUTED)
+        hooked = [i for i, stmt in enumerate(body) if _calls_only(stmt, self.hook)]
+        if hooked:
+            self.report(original_node.body[hooked[0]], self.label, Finding.ROUTED)
             return updated_node
         self.report(original_node.body[max(index, 0)], self.label, Finding.UNROUTED)
         body.insert(index + 1, statement(f"{self.hook}(server_args)\n"))
