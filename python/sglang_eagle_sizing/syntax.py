@@ -57,7 +57,14 @@ def same_expression(node: cst.CSTNode, source: str) -> bool:
 
 
 def _normal(node: cst.CSTNode) -> str:
-    return "".join(code_of(node).split())
+    return "".join(code_of(unparenthesized(node)).split())
+
+
+def unparenthesized(node: cst.CSTNode) -> cst.CSTNode:
+    """``node`` without the parentheses around it (``(a.b)`` is ``a.b``)."""
+    if getattr(node, "lpar", None):
+        return node.with_changes(lpar=[], rpar=[])
+    return node
 
 
 def keyword_arg(call: cst.Call, name: str) -> cst.Arg | None:

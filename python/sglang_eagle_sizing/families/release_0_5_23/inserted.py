@@ -417,6 +417,8 @@ def _try_load_speculators_eagle3_config(
 #: called by ``_handle_eagle_family`` after it (the ``draft-check`` concern): the drafter is
 #: checked against its target with the server arguments, before any process loads weights.
 DRAFT_CHECK_HOOK = "_handle_eagle3_draft_check"
+#: how ``arg_groups/speculative_hook.py`` reads the server arguments (0.5.19 on)
+RESOLVING_VIEW = "resolving_view"
 DRAFT_CHECK_FUNCTION = '''
 
 def _handle_eagle3_draft_check(server_args: ServerArgs) -> None:
@@ -484,6 +486,35 @@ def _handle_eagle_draft_dtype(server_args: ServerArgs) -> None:
         str(draft_dtype).removeprefix("torch."),
     )
 '''
+
+#: The server-argument helpers the two functions above use, each with what a release before
+#: 0.5.19 (no ``resolving_view``, ``model_config_of`` nor ``declare_resolution``) writes in
+#: ``_handle_eagle_family`` instead: the fields read and written on ``server_args`` itself.
+BEFORE_RESOLVING_VIEW = (
+    ("    cfg = resolving_view(server_args)\n", ""),
+    (
+        'if cfg.dtype != "auto" or cfg.speculative_algorithm not in ("EAGLE", "EAGLE3"):',
+        "if server_args.dtype != \"auto\" or server_args.speculative_algorithm not in (\n"
+        '        "EAGLE",\n'
+        '        "EAGLE3",\n'
+        "    ):",
+    ),
+    ("cfg.", "server_args."),
+    ("model_config_of(server_args)", "server_args.get_model_config()"),
+    (
+        'declare_resolution(server_args, "_handle_eagle_draft_dtype", dtype=dtype)',
+        "server_args.dtype = dtype",
+    ),
+)
+
+
+def before_resolving_view(function: str) -> str:
+    """``function`` (``DRAFT_CHECK_FUNCTION`` or ``DRAFT_DTYPE_FUNCTION``) as a release before
+    0.5.19 writes it."""
+    for new, old in BEFORE_RESOLVING_VIEW:
+        function = function.replace(new, old)
+    return function
+
 
 #: After ``self.hidden_norm = RMSNorm(...)`` in ``llama_eagle3.LlamaDecoderLayer.__init__``
 #: (the ``speculators-norms`` concern), read like upstream's ``norm_before_fc``: from

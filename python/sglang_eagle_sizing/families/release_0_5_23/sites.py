@@ -257,6 +257,9 @@ TEST_NEEDS = {
         "test_capture_without_a_drafter_is_not_checked",
     ): "return_aux_hidden_states",
 }
+#: Fork test files a release takes only with a fact of ``release_facts``.
+TEST_FILE_NEEDS = {UNIT_TESTS + "test_gemma3_aux_hidden_states.py": "gemma3_residual"}
+TEST_FILE_NEEDS_TEXT = "test_gemma3_aux_hidden_states.py is"
 #: What each fact of ``TEST_NEEDS`` is, for the note.
 FACT_TEXT = {
     "return_aux_hidden_states": "--enable-return-aux-hidden-states (0.5.23 on)",
@@ -273,6 +276,8 @@ def test_files(files: dict[str, bytes], release: str | None = None) -> dict[str,
     chosen = {}
     for key, data in files.items():
         if key not in TEST_CONCERNS or not enabled(TEST_CONCERNS[key]):
+            continue
+        if facts.get(TEST_FILE_NEEDS.get(key, ""), True) is False:
             continue
         dropped = {
             method
@@ -310,6 +315,46 @@ def _for_release(data: bytes, methods: set[str], models: set[str]) -> bytes:
 
     module = cst.parse_module(data.decode("utf-8")).visit(ForRelease())
     return module.code.encode("utf-8")
+
+
+#: the per-layer flag some forwards capture by (MiniMax-M3), set by the capture setter
+CAPTURE_FLAG = "_is_layer_to_capture"
+
+
+def _reads_unset_flag(forward: ast.FunctionDef, module: ast.Module) -> bool:
+    """Whether ``forward`` reads ``CAPTURE_FLAG`` and nothing in ``module`` sets it."""
+
+    def names_flag(call) -> bool:
+        return (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and len(call.args) >= 2
+            and isinstance(call.args[1], ast.Constant)
+            and call.args[1].value == CAPTURE_FLAG
+        )
+
+    reads = any(names_flag(n) and n.func.id == "getattr" for n in ast.walk(forward))
+    sets = any(
+        (names_flag(n) and n.func.id == "setattr")
+        or (isinstance(n, ast.Attribute) and n.attr == CAPTURE_FLAG and isinstance(n.ctx, ast.Store))
+        for n in ast.walk(module)
+    )
+    return reads and not sets
+
+
+def _binds_residual(module: ast.Module, scope: str) -> bool:
+    """Whether ``Class.method`` of ``module`` binds a ``residual`` (its layers return the
+    residual stream beside their branch) or is absent (the rule then says so)."""
+    owner, method = scope.split(".")
+    for node in module.body:
+        if isinstance(node, ast.ClassDef) and node.name == owner:
+            for function in node.body:
+                if isinstance(function, ast.FunctionDef) and function.name == method:
+                    return any(
+                        isinstance(n, ast.Name) and n.id == "residual" and isinstance(n.ctx, ast.Store)
+                        for n in ast.walk(function)
+                    )
+    return True
 
 
 def _captures_final(forward: ast.FunctionDef) -> bool:
@@ -364,7 +409,7 @@ def release_facts(read) -> str:
     captures the last layer's output; ``holders``, those the release defines;
     ``not_capturing``, the model files of ``MAY_BE_ABSENT`` it lacks or that define no
     ``set_eagle3_layers_to_capture``."""
-    final, holders, not_capturing = [], [], []
+    final, holders, not_capturing, flags_unset = [], [], [], []
     try:
         resolved = read(TARGET_CAPTURE[0])
     except OSError:
@@ -394,10 +439,21 @@ def release_facts(read) -> str:
                 ]
                 if forward and _captures_final(forward[0]):
                     final.append(name)
+                if forward and _reads_unset_flag(forward[0], module):
+                    flags_unset.append(name)
+    try:
+        gemma3 = ast.parse(read(GEMMA3_AUX[0]))
+    except (OSError, SyntaxError, ValueError):
+        gemma3 = None
     return json.dumps(
         {
             "final_hidden_state": final,
+            # Gemma-3's layer returns the residual stream beside its branch (0.5.17 on)
+            "gemma3_residual": gemma3 is None or _binds_residual(gemma3, GEMMA3_AUX[1]),
             "holders": holders,
+            # holders whose forward captures by per-layer flags nothing sets (MiniMax-M3
+            # in 0.5.16-0.5.17): they capture nothing, released or patched
+            "flags_unset": flags_unset,
             "not_capturing": not_capturing,
             # the target's aux capture without a drafter (0.5.23 on)
             "return_aux_hidden_states": "return_aux_hidden_state_layer_ids" in resolved,
@@ -417,7 +473,13 @@ def release_notes(text: str | None) -> list[str]:
         for file in facts["not_capturing"]
     ]
     for holder_file, holder in FINAL_HIDDEN_STATE_HOLDERS:
-        if holder in facts["holders"] and holder not in facts["final_hidden_state"]:
+        if holder in facts.get("flags_unset", ()):
+            notes.append(
+                f"{holder_file}: {holder}.forward captures by per-layer {CAPTURE_FLAG} "
+                "flags that nothing in this release sets: it captures no aux hidden states "
+                "for EAGLE-3, released and patched alike (not a concern this patch fixes)"
+            )
+        elif holder in facts["holders"] and holder not in facts["final_hidden_state"]:
             classes = sorted(
                 n for k, (_, h) in FINAL_HIDDEN_STATE_CLASSES.items() for n in [k[1]] if h == holder
             )
@@ -426,6 +488,12 @@ def release_notes(text: str | None) -> list[str]:
                 f"in this release: {' and '.join(classes)} take hidden states up to "
                 "num_hidden_layers - 1, and ids naming that output are refused before load"
             )
+    if facts.get("gemma3_residual", True) is False:
+        notes.append(
+            f"{GEMMA3_AUX[0]}: Gemma-3's decoder layer hands on the whole residual stream "
+            "in this release (no residual returned beside it): each aux capture already "
+            f"takes the layer's output, nothing to fix, and {TEST_FILE_NEEDS_TEXT} not added"
+        )
     for (file, method), fact in TEST_NEEDS.items():
         if facts.get(fact, True) is False:
             notes.append(

@@ -511,6 +511,11 @@ def for_release(text: str | None):
             _FACTS.reset(token)
 
 
+def release_fact(name: str) -> bool:
+    """A yes/no fact of the release (``sites.release_facts``); yes when not read (0.5.23's)."""
+    return bool(_FACTS.get().get(name, True))
+
+
 def _captures_final_hidden_state(file: str, name: str) -> bool:
     """Whether the class's model's forward captures the last layer's output (read from that
     forward in the release: ``sites.release_facts``)."""

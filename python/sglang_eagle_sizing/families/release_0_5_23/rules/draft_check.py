@@ -9,6 +9,7 @@ captures for its ids where 0.5.23 resolves the target's capture
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
 from sglang_eagle_sizing.engine import Finding
 from sglang_eagle_sizing.families.release_0_5_23 import concerns
@@ -40,21 +41,35 @@ class DraftCheckRule(DrafterHookRule):
 
     @staticmethod
     def fallback(body):
-        # first thing, after ``cfg = resolving_view(server_args)`` where it starts so
-        first = body[0] if body else None
-        starts_with_cfg = (
-            isinstance(first, cst.SimpleStatementLine)
-            and isinstance(first.body[0], cst.Assign)
-            and dotted(first.body[0].targets[0].target) == "cfg"
-        )
-        return 0 if starts_with_cfg else -1
+        # first thing, after the function's own imports and its view of the arguments
+        # (``cfg = resolving_view(server_args)``, 0.5.19 on) where it starts so
+        leading = 0
+        for stmt in body:
+            if not (
+                isinstance(stmt, cst.SimpleStatementLine)
+                and len(stmt.body) == 1
+                and (
+                    isinstance(stmt.body[0], (cst.Import, cst.ImportFrom))
+                    or (
+                        isinstance(stmt.body[0], cst.Assign)
+                        and dotted(stmt.body[0].targets[0].target) == "cfg"
+                    )
+                )
+            ):
+                break
+            leading += 1
+        return leading - 1
 
 
 class TargetCaptureCheckRule(ScopedRule):
     """The target class's capture is checked where 0.5.23 resolves it: at the end of the
     ``if spec_algorithm.is_eagle3():`` block of ``_resolve_eagle_aux_hidden_state`` (the
     target's ``ModelRunner.__init__``, before ``load_model``), ``CHECK_CAPTURE`` on the
-    config it resolved (``inserted.EAGLE3_DRAFT_CHECK``)."""
+    config it resolved (``inserted.EAGLE3_DRAFT_CHECK``).
+
+    Before 0.5.20 the function takes no ``model_config``: the rule adds the keyword, after
+    ``server_args`` as 0.5.20 has it, and passes it from its caller, which has it
+    (``resolve_spec_aux_hidden_state_config``); a caller without it is refused."""
 
     concerns = (concerns.DRAFT_CHECK,)
     places = (TARGET_CAPTURE,)
@@ -66,6 +81,18 @@ class TargetCaptureCheckRule(ScopedRule):
     def __init__(self, file: str):
         super().__init__(file)
         self.hits = 0
+        #: the function takes no ``model_config`` (before 0.5.20): the rule adds it
+        self.adds_parameter = False
+
+    def visit_Module(self, node: cst.Module) -> bool | None:
+        super().visit_Module(node)
+        self.adds_parameter = any(
+            TARGET_MODEL_CONFIG not in _keywords(function)
+            for function in m.findall(
+                node, m.FunctionDef(name=m.Name(TARGET_CAPTURE[1]))
+            )
+        )
+        return True
 
     def _call(self, owner: str, hf_config: str) -> str:
         return (
@@ -111,12 +138,53 @@ class TargetCaptureCheckRule(ScopedRule):
             body=updated_node.body.with_changes(body=[*body, *call])
         )
 
+    def visit_Call(self, node: cst.Call) -> bool | None:
+        if (
+            self.adds_parameter
+            and dotted(node.func) == TARGET_CAPTURE[1]
+            and not self._passes_model_config(node)
+        ):
+            self.report(node, LABEL, Finding.UNROUTED)
+        return True
+
+    def leave_Call(self, original_node, updated_node):
+        if not (
+            self.adds_parameter
+            and dotted(original_node.func) == TARGET_CAPTURE[1]
+            and not self._passes_model_config(original_node)
+        ):
+            return updated_node
+        if TARGET_MODEL_CONFIG not in self.caller_names:
+            raise self.fail(
+                original_node,
+                f"{self.scope}: calls {TARGET_CAPTURE[1]} without a "
+                f"{TARGET_MODEL_CONFIG} to pass it",
+            )
+        return updated_node.with_changes(
+            args=_after_keyword(
+                updated_node.args,
+                "server_args",
+                cst.Arg(
+                    keyword=cst.Name(TARGET_MODEL_CONFIG),
+                    value=cst.Name(TARGET_MODEL_CONFIG),
+                    equal=cst.AssignEqual(
+                        whitespace_before=cst.SimpleWhitespace(""),
+                        whitespace_after=cst.SimpleWhitespace(""),
+                    ),
+                ),
+            )
+        )
+
+    @staticmethod
+    def _passes_model_config(call: cst.Call) -> bool:
+        return any(
+            arg.keyword is not None and arg.keyword.value == TARGET_MODEL_CONFIG
+            for arg in call.args
+        )
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool | None:
         super().visit_FunctionDef(node)
-        if self.scope == TARGET_CAPTURE[1]:
-            names = {p.name.value for p in (*node.params.params, *node.params.kwonly_params)}
-            if TARGET_MODEL_CONFIG not in names:
-                raise self.fail(node, f"{self.scope}: no {TARGET_MODEL_CONFIG} parameter")
+        self.caller_names = _keywords(node) | {p.name.value for p in node.params.params}
         return True
 
     def leave_FunctionDef(self, original_node, updated_node):
@@ -127,7 +195,57 @@ class TargetCaptureCheckRule(ScopedRule):
                 original_node,
                 f"{scope}: {self.hits} `if {self.ANCHOR}():` blocks, the rule knows one",
             )
+        if scope == TARGET_CAPTURE[1] and TARGET_MODEL_CONFIG not in _keywords(
+            original_node
+        ):
+            kwonly = updated_node.params.kwonly_params
+            if not kwonly:
+                raise self.fail(
+                    original_node,
+                    f"{scope}: no {TARGET_MODEL_CONFIG} parameter, and no keyword-only "
+                    "parameters to add it among",
+                )
+            updated_node = updated_node.with_changes(
+                params=updated_node.params.with_changes(
+                    kwonly_params=_after_keyword(
+                        kwonly,
+                        "server_args",
+                        kwonly[0].with_changes(
+                            name=cst.Name(TARGET_MODEL_CONFIG),
+                            annotation=cst.Annotation(cst.Name("ModelConfig")),
+                            default=None,
+                            equal=cst.MaybeSentinel.DEFAULT,
+                        ),
+                    )
+                )
+            )
         return updated_node
+
+
+def _keywords(function: cst.FunctionDef) -> set[str]:
+    return {p.name.value for p in (*function.params.params, *function.params.kwonly_params)}
+
+
+def _after_keyword(items, keyword: str, new):
+    """``items`` (call arguments or parameters) with ``new`` after the one named ``keyword``
+    (last when there is none), taking its place's comma and whitespace."""
+    items = list(items)
+    names = [
+        (item.keyword if isinstance(item, cst.Arg) else item.name) for item in items
+    ]
+    index = next(
+        (i + 1 for i, name in enumerate(names) if name is not None and name.value == keyword),
+        len(items),
+    )
+    if index == 0:
+        return [new.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), *items]
+    before = items[index - 1]
+    new = new.with_changes(comma=before.comma)
+    if index == len(items) and not isinstance(before.comma, cst.Comma):
+        items[-1] = before.with_changes(
+            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        )
+    return [*items[:index], new, *items[index:]]
 
 
 #: the target's ``ModelConfig`` and the draft's (a local), in ``_resolve_eagle_aux_hidden_state``

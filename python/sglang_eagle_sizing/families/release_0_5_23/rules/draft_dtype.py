@@ -7,12 +7,15 @@ call in ``_handle_eagle_family`` after that one's call.
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
 from sglang_eagle_sizing.engine import Finding, Rule
 from sglang_eagle_sizing.families.release_0_5_23 import concerns
 from sglang_eagle_sizing.families.release_0_5_23.inserted import (
     DRAFT_DTYPE_FUNCTION,
     DRAFT_DTYPE_HOOK,
+    RESOLVING_VIEW,
+    before_resolving_view,
 )
 from sglang_eagle_sizing.families.release_0_5_23.rules.base import two_blank_lines
 from sglang_eagle_sizing.families.release_0_5_23.sites import DRAFT_DTYPE, DRAFT_DTYPE_ANCHOR
@@ -23,8 +26,10 @@ class DrafterHookRule(Rule):
     """``_handle_eagle_family`` calls ``hook(server_args)`` after the call of ``anchor`` (its
     other per-drafter decision), or where ``fallback`` finds in a release without that call;
     ``function`` is defined after ``anchor``'s definition, else before
-    ``_handle_eagle_family``'s. Already there anywhere in the function or module: routed.
-    Neither place found: refused, naming what was looked for."""
+    ``_handle_eagle_family``'s, reading the arguments as the module does (through
+    ``resolving_view``, 0.5.19 on, or on ``server_args`` itself). Already there anywhere in
+    the function or module: routed. Neither place found: refused, naming what was looked
+    for."""
 
     # no needle: a file without the function must say so, not skip
     files = frozenset({DRAFT_DTYPE[0]})
@@ -40,6 +45,13 @@ class DrafterHookRule(Rule):
         super().__init__(file)
         self.called = False
         self.function_body = None
+        #: the module reads its arguments through ``resolving_view`` (0.5.19 on)
+        self.resolving = True
+
+    def visit_Module(self, node):
+        super().visit_Module(node)
+        self.resolving = bool(m.findall(node, m.Name(RESOLVING_VIEW)))
+        return True
 
     def visit_FunctionDef(self, node):
         super().visit_FunctionDef(node)
@@ -69,7 +81,10 @@ class DrafterHookRule(Rule):
             self.report(original_node.body[hooked[0]], self.label, Finding.ROUTED)
             return updated_node
         self.report(original_node.body[max(index, 0)], self.label, Finding.UNROUTED)
-        body.insert(index + 1, statement(f"{self.hook}(server_args)\n"))
+        call = statement(f"{self.hook}(server_args)\n")
+        if index >= 0 and _imports(body[index]):  # a blank line after the imports
+            call = call.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+        body.insert(index + 1, call)
         return updated_node.with_changes(body=body)
 
     def leave_Module(self, original_node, updated_node):
@@ -91,7 +106,8 @@ class DrafterHookRule(Rule):
             at = users[0]
         else:
             raise self.fail(original_node, f"no top-level def {self.anchor} or {DRAFT_DTYPE[1]}")
-        new = cst.parse_module(self.function.lstrip("\n")).body[0]
+        function = self.function if self.resolving else before_resolving_view(self.function)
+        new = cst.parse_module(function.lstrip("\n")).body[0]
         body.insert(at, new.with_changes(leading_lines=two_blank_lines()))
         return updated_node.with_changes(body=body)
 
@@ -120,6 +136,12 @@ class DraftDtypeRule(DrafterHookRule):
     def fallback(body):
         found = [i for i, stmt in enumerate(body) if _reads_model_arch(stmt)]
         return found[0] if len(found) == 1 else None
+
+
+def _imports(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and isinstance(
+        stmt.body[0], (cst.Import, cst.ImportFrom)
+    )
 
 
 def _calls_only(stmt: cst.CSTNode, name: str) -> bool:

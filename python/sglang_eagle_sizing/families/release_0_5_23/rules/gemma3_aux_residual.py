@@ -12,6 +12,7 @@ from sglang_eagle_sizing.engine import Finding
 from sglang_eagle_sizing.families.release_0_5_23 import concerns
 from sglang_eagle_sizing.families.release_0_5_23.inserted import GEMMA3_CAPTURE
 from sglang_eagle_sizing.families.release_0_5_23.rules.base import ScopedRule
+from sglang_eagle_sizing.families.release_0_5_23.rules.capture_contract import release_fact
 from sglang_eagle_sizing.families.release_0_5_23.sites import GEMMA3_AUX
 from sglang_eagle_sizing.syntax import code_of, dotted, same_expression, statement
 
@@ -32,7 +33,9 @@ def _appends(stmt: cst.CSTNode) -> bool:
 class Gemma3AuxResidualRule(ScopedRule):
     """Every ``aux_hidden_states.append(hidden_states)`` of ``Gemma3TextModel.forward`` (one
     per layer loop, one after them for the last layer's output) appends
-    ``inserted.GEMMA3_CAPTURE``; an append of another shape is reported."""
+    ``inserted.GEMMA3_CAPTURE``; an append of another shape is reported. Where the forward
+    binds no ``residual`` (before 0.5.17 the layer returns the whole stream: the release's
+    ``gemma3_residual`` fact), each capture is already the layer's output: nothing to do."""
 
     concerns = (concerns.GEMMA3_AUX_RESIDUAL,)
     places = (GEMMA3_AUX,)
@@ -46,6 +49,8 @@ class Gemma3AuxResidualRule(ScopedRule):
 
     def leave_SimpleStatementLine(self, original_node, updated_node):
         if self.scope != GEMMA3_AUX[1] or not _appends(original_node):
+            return updated_node
+        if not release_fact("gemma3_residual"):
             return updated_node
         self.captures += 1
         value = original_node.body[0].value
@@ -64,5 +69,5 @@ class Gemma3AuxResidualRule(ScopedRule):
 
     def finish(self, module: cst.Module) -> None:
         super().finish(module)
-        if not self.captures:
+        if not self.captures and release_fact("gemma3_residual"):
             raise self.fail(module, f"{GEMMA3_AUX[1]}: no aux_hidden_states.append")

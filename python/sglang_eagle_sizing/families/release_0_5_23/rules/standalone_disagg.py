@@ -21,6 +21,7 @@ from sglang_eagle_sizing.syntax import (
     same_expression,
     statement,
     statements,
+    unparenthesized,
     with_comment,
 )
 
@@ -66,15 +67,16 @@ class PrefillDraftProposalRule(OneStatementRule):
             if isinstance(s, cst.SimpleStatementLine)
             and _assigns_attribute(cst.IndentedBlock(body=[s]), "req", "hidden_states_tensor")
         ]
-        if len(hidden) != 1 or not same_expression(
-            body[hidden[0]].body[0].value, "draft_hidden_states_cpu[i].clone()"
-        ):
+        source = _handed_over(body[hidden[0]].body[0].value) if len(hidden) == 1 else None
+        if source is None:
             raise self.fail(stmt, f"{self.scope}: the hidden states handed over are not "
-                            "draft_hidden_states_cpu[i].clone()")
+                            "draft_hidden_states_cpu[i].clone() (0.5.19 on) nor "
+                            "draft_input.hidden_states[i].cpu().clone() (before)")
+        value = code_of(unparenthesized(body[hidden[0]].body[0].value))
         body[hidden[0]] = statement(
             "req.hidden_states_tensor = (\n"
-            "    draft_hidden_states_cpu[i].clone()\n"
-            "    if draft_hidden_states_cpu is not None\n"
+            f"    {value}\n"
+            f"    if {source} is not None\n"
             "    else None\n"
             ")\n",
             column + 4,
@@ -88,6 +90,21 @@ class PrefillDraftProposalRule(OneStatementRule):
 
 
 ALGORITHM = "self.spec_algorithm"
+
+#: what the prefill server hands over as a request's hidden states, by release: a row of
+#: the batch's states copied to the CPU before the loop (0.5.19 on), or inside it (0.5.18)
+HANDED_OVER = (
+    "draft_hidden_states_cpu[i].clone()",
+    "draft_input.hidden_states[i].cpu().clone()",
+)
+
+
+def _handed_over(value: cst.BaseExpression) -> str | None:
+    """The states ``value`` takes its row from (``None``: not a form of ``HANDED_OVER``)."""
+    for form in HANDED_OVER:
+        if same_expression(value, form):
+            return form.split("[", 1)[0]
+    return None
 
 
 class MetadataDraftProposalRule(OneStatementRule):
