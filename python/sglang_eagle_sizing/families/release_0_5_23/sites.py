@@ -268,9 +268,14 @@ FACT_TEXT = {
 
 def test_files(files: dict[str, bytes], release: str | None = None) -> dict[str, bytes]:
     """Of the fork's tests, those the enabled concerns add (a file no concern owns: none), as
-    the release (``release_facts``) takes them: without the methods of ``TEST_NEEDS`` whose
-    fact it lacks, and without the rows of a class table (a module-level tuple of tuples
-    whose first item names a model file) for a model file that captures nothing there."""
+    the release (``release_facts``) takes them (``fork_tests.for_release``): without the
+    methods of ``TEST_NEEDS`` whose fact it lacks, without the rows of a class table for a
+    model file that captures nothing there, and in the release's own runtime idiom."""
+    from sglang_eagle_sizing.families.release_0_5_23.fork_tests import (
+        RUNTIME_FACTS,
+        for_release,
+    )
+
     facts = json.loads(release) if release else {}
     absent = {f.removeprefix("models/").removesuffix(".py") for f in facts.get("not_capturing", ())}
     chosen = {}
@@ -284,37 +289,49 @@ def test_files(files: dict[str, bytes], release: str | None = None) -> dict[str,
             for (file, method), fact in TEST_NEEDS.items()
             if file == key and facts.get(fact, True) is False
         }
-        chosen[key] = _for_release(data, dropped, absent) if dropped or absent else data
+        older = {fact for fact in RUNTIME_FACTS if facts.get(fact, True) is False}
+        changed = dropped or absent or older
+        chosen[key] = for_release(data, dropped, absent, older) if changed else data
     return chosen
 
 
-def _for_release(data: bytes, methods: set[str], models: set[str]) -> bytes:
-    import libcst as cst
+def _defines_class(name: str):
+    return lambda module: any(
+        isinstance(n, ast.ClassDef) and n.name == name for n in module.body
+    )
 
-    def names_model(element) -> bool:
-        value = element.value
-        return (
-            isinstance(value, cst.Tuple)
-            and bool(value.elements)
-            and isinstance(value.elements[0].value, cst.SimpleString)
-            and value.elements[0].value.evaluated_value in models
-        )
 
-    class ForRelease(cst.CSTTransformer):
-        def leave_FunctionDef(self, original_node, updated_node):
-            if original_node.name.value in methods:
-                return cst.RemovalSentinel.REMOVE
-            return updated_node
+def _defines_method(name: str):
+    return lambda module: any(
+        isinstance(n, ast.FunctionDef) and n.name == name for n in ast.walk(module)
+    )
 
-        def leave_Assign(self, original_node, updated_node):
-            value = updated_node.value
-            if isinstance(value, cst.Tuple) and any(names_model(e) for e in value.elements):
-                kept = [e for e in value.elements if not names_model(e)]
-                return updated_node.with_changes(value=value.with_changes(elements=kept))
-            return updated_node
 
-    module = cst.parse_module(data.decode("utf-8")).visit(ForRelease())
-    return module.code.encode("utf-8")
+def _calls_in(function: str, callee: str):
+    def found(module: ast.Module) -> bool:
+        for node in module.body:
+            if isinstance(node, ast.FunctionDef) and node.name == function:
+                return any(
+                    isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == callee
+                    for n in ast.walk(node)
+                )
+        return True
+
+    return found
+
+
+#: How the release's runtime looks where the fork's tests stand in for it, each a yes/no fact
+#: read from one file: ``publish`` takes the process's ranks (``SpawnRanks``, 0.5.21 on), the
+#: parallel groups live in the runtime context (``get_tp_group`` asks ``get_parallel()``,
+#: 0.5.21 on; before, they are ``parallel_state``'s globals), and how the KV index
+#: translator lays out rows (``fork_tests`` writes each stand-in as the release reads it).
+RUNTIME_IDIOMS = {
+    "spawn_ranks": ("runtime_context.py", _defines_class("SpawnRanks")),
+    "groups_in_context": ("distributed/parallel_state.py", _calls_in("get_tp_group", "get_parallel")),
+    # the KV index translator packs a read plan (``pack_read_stream``, 0.5.22 on), else
+    # fills the rows itself (``fill_packed_read_stream``, 0.5.20-0.5.21)
+    "packs_read_plans": ("mem_cache/kv_index_translator.py", _defines_method("pack_read_stream")),
+}
 
 
 #: the per-layer flag some forwards capture by (MiniMax-M3), set by the capture setter
@@ -445,8 +462,15 @@ def release_facts(read) -> str:
         gemma3 = ast.parse(read(GEMMA3_AUX[0]))
     except (OSError, SyntaxError, ValueError):
         gemma3 = None
+    runtime = {}
+    for fact, (file, found) in RUNTIME_IDIOMS.items():
+        try:
+            runtime[fact] = found(ast.parse(read(file)))
+        except (OSError, SyntaxError, ValueError):
+            runtime[fact] = True
     return json.dumps(
         {
+            **runtime,
             "final_hidden_state": final,
             # Gemma-3's layer returns the residual stream beside its branch (0.5.17 on)
             "gemma3_residual": gemma3 is None or _binds_residual(gemma3, GEMMA3_AUX[1]),
