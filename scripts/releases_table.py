@@ -31,11 +31,15 @@ sys.path.insert(0, str(REPO / "python"))
 from sglang_eagle_sizing.families import AFTER_REFACTOR  # noqa: E402
 from sglang_eagle_sizing.wheel import cached_release_wheel  # noqa: E402
 
-#: the releases of the family it probes (tested, or on structure), and the environment whose
-#: pins run their code here
-RELEASES = ("0.5.20", "0.5.21", *AFTER_REFACTOR.tested_versions)
-ENVIRONMENT = REPO / ".venv-0.5.23"
+#: the releases of the family it probes (tested, or on structure), and the environments whose
+#: pins run their code here: each release's fork tests run in the one holding its torch and
+#: transformers pins (.venv-0.5.23 from scripts/setup.sh; .venv-0.5.20 from
+#: scripts/setup-release-env.sh 0.5.20, for 0.5.18-0.5.21)
+RELEASES = ("0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", *AFTER_REFACTOR.tested_versions)
+ENVIRONMENTS = (REPO / ".venv-0.5.23", REPO / ".venv-0.5.20")
 PINNED = ("torch", "transformers", "sglang-kernel")
+#: the pins an environment must hold to run a release's fork tests
+MUST_MATCH = ("torch", "transformers")
 
 
 def pins(wheel: Path) -> dict[str, str]:
@@ -47,12 +51,26 @@ def pins(wheel: Path) -> dict[str, str]:
     return {name: version for name, version in found if name in PINNED}
 
 
-def installed() -> dict[str, str]:
+def installed(environment: Path) -> dict[str, str]:
+    """``{package: version}`` of ``PINNED`` in ``environment`` (a local build's ``+cu130``
+    left out); empty when there is no such environment."""
+    if not (environment / "bin" / "python").exists():
+        return {}
     out = subprocess.run(
-        [str(ENVIRONMENT / "bin" / "python"), "-m", "pip", "list", "--format", "json"],
+        [str(environment / "bin" / "python"), "-m", "pip", "list", "--format", "json"],
         capture_output=True, text=True, check=True,
     ).stdout
-    return {p["name"]: p["version"] for p in json.loads(out) if p["name"] in PINNED}
+    return {
+        p["name"]: p["version"].split("+")[0] for p in json.loads(out) if p["name"] in PINNED
+    }
+
+
+def environment_for(release_pins: dict[str, str]) -> Path | None:
+    for environment in ENVIRONMENTS:
+        held = installed(environment)
+        if all(held.get(k) == release_pins.get(k) for k in MUST_MATCH):
+            return environment
+    return None
 
 
 def git(cwd: Path, *args: str) -> None:
@@ -81,11 +99,11 @@ def timed(*args: str) -> tuple[float, subprocess.CompletedProcess]:
     return time.monotonic() - start, result
 
 
-def fork_tests(fork: Path) -> list[tuple[str, str]]:
+def fork_tests(fork: Path, environment: Path) -> list[tuple[str, str]]:
     rows = []
     for test in sorted((fork / "test/registered/unit/speculative").glob("test_*.py")):
         result = subprocess.run(
-            [str(ENVIRONMENT / "bin" / "python"), str(test)],
+            [str(environment / "bin" / "python"), str(test)],
             cwd=fork,
             env={"PYTHONPATH": "python", "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"},
             capture_output=True, text=True, timeout=1800,
@@ -108,7 +126,9 @@ def probe(version: str) -> dict:
             line.split()[-1] for line in applied.stdout.splitlines() if line.startswith("support")
         )
         notes = [l.removeprefix("note: ") for l in applied.stderr.splitlines() if l.startswith("note: ")]
-        tests = fork_tests(fork)
+        release_pins = pins(cached_release_wheel(version))
+        environment = environment_for(release_pins)
+        tests = fork_tests(fork, environment) if environment else []
         revert = subprocess.run(
             [str(TOOL), "revert", *flag, str(fork)], capture_output=True, text=True
         )
@@ -123,7 +143,9 @@ def probe(version: str) -> dict:
             "notes": notes,
             "tests": tests,
             "reverted": clean,
-            "pins": pins(cached_release_wheel(version)),
+            "pins": release_pins,
+            "environment": environment.name if environment else None,
+            "environment_pins": installed(environment) if environment else {},
         }
 
 
@@ -131,7 +153,7 @@ def tested(version: str) -> str:
     return "yes" if version in AFTER_REFACTOR.tested_versions else "on structure"
 
 
-def render(rows: list[dict], environment: dict[str, str]) -> str:
+def render(rows: list[dict]) -> str:
     lines = [
         "# The releases of the 0.5.23 family, each as a fork has it",
         "",
@@ -141,25 +163,28 @@ def render(rows: list[dict], environment: dict[str, str]) -> str:
         "its `note:` lines (what the release does not have, and why), then every fork test",
         "file the patch added, run as a fork runs it (`python3 <file>`), and `revert` (the",
         "checkout clean again). A release `tested` is taken without `--allow-untested-version`",
-        "(its fork tests pass); one `on structure` needs the flag. The fork tests run in `.venv-0.5.23`, whose pins are "
-        + ", ".join(f"{k} {v}" for k, v in sorted(environment.items()))
-        + "; each release's own pins are beside it (a pin the environment does not hold is in",
-        "bold). No GPU ran any of this.",
+        "(CI runs its fork tests); one `on structure` needs the flag. Each release's fork tests",
+        "run in the environment holding its torch and transformers pins (`.venv-0.5.23` from",
+        "`scripts/setup.sh`, `.venv-0.5.20` from `scripts/setup-release-env.sh 0.5.20`); a pin",
+        "that environment does not hold is in bold. No GPU ran any of this.",
         "",
-        "| release | tested | its pins | check | apply | changes by concern | fork tests | revert |",
+        "| release | tested | its pins | check | apply | changes by concern | fork tests (environment) | revert |",
         "| --- | --- | --- | ---: | ---: | --- | --- | --- |",
     ]
     for row in rows:
         if "error" in row:
             lines.append(f"| {row['version']} | - | - | - | - | refused: {row['error']} | - | - |")
             continue
+        held = row.get("environment_pins") or {}
         pinned = ", ".join(
-            f"{k} {v}" if environment.get(k) == v else f"**{k} {v}**"
+            f"{k} {v}" if held.get(k) == v else f"**{k} {v}**"
             for k, v in sorted(row["pins"].items())
         )
         changes = ", ".join(f"{k} {v}" for k, v in row["concerns"].items())
         passed = sum(1 for _, r in row["tests"] if r.startswith("OK"))
-        tests = f"{passed} of {len(row['tests'])} files OK"
+        tests = f"{passed} of {len(row['tests'])} files OK in `{row.get('environment')}`"
+        if not row.get("environment"):
+            tests = "not run: no environment here holds its torch and transformers"
         failed = [f"{n}: {r}" for n, r in row["tests"] if not r.startswith("OK")]
         if failed:
             tests += " (" + "; ".join(failed) + ")"
@@ -187,7 +212,7 @@ def main() -> int:
         kept[version] = probe(version)
     rows = [kept[v] for v in sorted(kept, key=lambda v: tuple(int(p) for p in re.findall(r"\d+", v)))]
     data.write_text(json.dumps(rows, indent=1) + "\n")
-    DOC.write_text(render(rows, installed()))
+    DOC.write_text(render(rows))
     return 0
 
 

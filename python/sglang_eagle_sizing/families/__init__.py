@@ -18,7 +18,7 @@ The families:
   PD buffer sizes the hidden states inline. The patch adds the contract (classmethods on
   ``EagleDraftInput`` / ``EagleDraftExtendInput``, one parser of the drafter's config) and
   routes every site through it.
-- ``release_0_5_23`` (0.5.22 and 0.5.23 tested; 0.5.12-0.5.21 on structure): upstream routes every site
+- ``release_0_5_23`` (0.5.22 and 0.5.23 tested; 0.5.16-0.5.21 on structure): upstream routes every site
   through its helpers in ``speculative/eagle_utils.py``; what is left is fixed where upstream
   decides it, in upstream's idiom.
 
@@ -254,8 +254,8 @@ BEFORE_REFACTOR = Family(
 )
 AFTER_REFACTOR = Family(
     "0.5.23",
-    # 0.5.22: the same rules, each form of its code an alternative in its rule; 0.5.20 and
-    # 0.5.21 apply on structure but some fork tests' stand-ins do not fit their internals
+    # 0.5.22: the same rules, each form of its code an alternative in its rule; 0.5.16-0.5.21
+    # apply on structure (their fork tests run under their own pins by a script, not in CI)
     # (docs/releases.md: each release's fork tests, and what it does not have)
     ("0.5.22", "0.5.23"),
     "release_0_5_23",
