@@ -315,8 +315,9 @@ def test_build_wheel_without_a_release_asks_for_one_and_downloads_nothing(tmp_pa
     code, out, err = _run("build-wheel")
     assert (code, out) == (2, "")
     assert err == (
-        "error: which release? pass --release 0.5.11 or --release 0.5.23 (the release your "
-        "fork is on), or --wheel PATH; nothing written\n"
+        "error: which release? pass --release with one of 0.5.9, 0.5.10, 0.5.10.post1, "
+        "0.5.11, 0.5.22, 0.5.23 (the release your fork is on), or --wheel PATH; nothing "
+        "written\n"
     )
     assert list(tmp_path.iterdir()) == []
 
@@ -329,8 +330,8 @@ def test_build_wheel_from_a_wheel_of_another_release_is_one_line(tmp_path, monke
     code, out, err = _run("build-wheel", "--wheel", "sglang-0.5.17-py3-none-any.whl")
     assert (code, out) == (2, "")
     assert err == (
-        "error: sglang-0.5.17-py3-none-any.whl: sglang 0.5.17; expected sglang 0.5.11 or "
-        "0.5.23; nothing written\n"
+        "error: sglang-0.5.17-py3-none-any.whl: sglang 0.5.17; expected sglang 0.5.9, "
+        "0.5.10, 0.5.10.post1, 0.5.11, 0.5.22 or 0.5.23; nothing written\n"
     )
     code, out, err = _run(
         "build-wheel", "--release", "0.5.11", "--wheel", "sglang-0.5.23-py3-none-any.whl"

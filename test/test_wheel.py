@@ -44,7 +44,20 @@ RELEASES = {
 
 
 def test_every_family_ships_a_wheel():
-    assert sorted(RELEASES) == sorted(wheel.RELEASES) == sorted(f.known_version for f in FAMILIES)
+    assert sorted(RELEASES) == sorted(f.known_version for f in FAMILIES)
+    # a wheel for every release a family is tested on
+    assert list(wheel.RELEASES) == [v for f in FAMILIES for v in f.tested_versions]
+
+
+def test_a_wheel_of_another_tested_release_is_that_release_patched(tmp_path):
+    """0.5.22, tested in the 0.5.23 family: its wheel is its own, with the family's patch."""
+    built = _build(tmp_path / "dist", "--release", "0.5.22")
+    assert built.name.startswith("sglang-0.5.22+eaglesizing1-")
+    with zipfile.ZipFile(built) as archive:
+        names = set(archive.namelist())
+        metadata = archive.read(_dist_info("0.5.22+eaglesizing1") + "METADATA").decode()
+    assert "sglang/srt/speculative/eagle3_draft_config.py" in names
+    assert "Version: 0.5.22+eaglesizing1" in metadata
 
 
 @pytest.fixture(scope="module", params=sorted(RELEASES))

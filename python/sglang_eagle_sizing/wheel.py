@@ -1,6 +1,6 @@
 """``sglang-eagle-sizing build-wheel``: a release family's SGLang wheel with the patch applied.
 
-Which release: ``--release`` (one family's tested release: 0.5.11 or 0.5.23), else the version
+Which release: ``--release`` (a release a family is tested on: 0.5.9-0.5.11, 0.5.22, 0.5.23), else the version
 of the ``--wheel`` given; never a default, so that a fork on one release is not handed a wheel
 of the other. The upstream wheel (``pip download --no-deps sglang==<release>`` into a cache,
 or ``--wheel``) is unpacked into a temporary folder only so that the rewrite can read it; the
@@ -35,11 +35,11 @@ from sglang_eagle_sizing.families import FAMILIES, Family
 from sglang_eagle_sizing.shared_cache import filling
 from sglang_eagle_sizing.tree import SglangTree, TreeError, display
 
-#: the releases a wheel is built from: each family's tested release whose sites it names
-RELEASES = tuple(family.known_version for family in FAMILIES)
+#: the releases a wheel is built from: every release a family is tested on
+RELEASES = tuple(version for family in FAMILIES for version in family.tested_versions)
 HELP = (
     "build dist/sglang-<release>+eaglesizing1-<tags>.whl: the release wheel with the patch "
-    f"applied (--release {' or '.join(RELEASES)}, or --wheel PATH)"
+    f"applied (--release {', '.join(RELEASES[:-1])} or {RELEASES[-1]}, or --wheel PATH)"
 )
 
 OK, ERROR = 0, 2
@@ -53,8 +53,8 @@ def fork_version(release: str) -> str:
 
 
 def family_of_release(release: str) -> Family:
-    """The family whose tested release ``release`` is (``RELEASES``)."""
-    (family,) = [f for f in FAMILIES if f.known_version == release]
+    """The family tested on ``release`` (``RELEASES``)."""
+    (family,) = [f for f in FAMILIES if release in f.tested_versions]
     return family
 
 
@@ -113,7 +113,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--wheel",
         metavar="PATH",
         help="the upstream sglang wheel to patch, no download; its version ("
-        + " or ".join(RELEASES)
+        + ", ".join(RELEASES[:-1])
+        + " or "
+        + RELEASES[-1]
         + ") is the release",
     )
     parser.add_argument(
@@ -130,8 +132,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if not args.release and not args.wheel:
             raise WheelError(
-                "which release? pass --release "
-                + " or --release ".join(RELEASES)
+                "which release? pass --release with one of "
+                + ", ".join(RELEASES)
                 + " (the release your fork is on), or --wheel PATH; nothing written"
             )
         output = output_folder(args.output, "--output")  # before the slow work
@@ -158,7 +160,9 @@ def _release_of(path: Path, asked: str | None = None) -> str:
     if name.name != PROJECT or name.version not in RELEASES:
         raise WheelError(
             f"{display(path)}: {name.name} {name.version}; expected {PROJECT} "
-            + " or ".join(RELEASES)
+            + ", ".join(RELEASES[:-1])
+            + " or "
+            + RELEASES[-1]
             + "; nothing written"
         )
     if asked is not None and name.version != asked:
