@@ -77,6 +77,20 @@ def test_apply_check_revert(fork):
     assert git_status(checkout) == []
 
 
+def test_diff_says_what_the_release_lacks_as_check_does(tmp_path):
+    """A fork reviewing the change with ``diff`` reads the same ``note:`` lines: the diff on
+    stdout, the notes on stderr."""
+    folder = tmp_path / "release"
+    with zipfile.ZipFile(cached_release_wheel("0.5.22")) as wheel:
+        wheel.extractall(folder, [n for n in wheel.namelist() if n.startswith("sglang/")])
+    checkout = make_checkout(folder / "sglang", tmp_path / "fork", "v0.5.22")
+    code, out, err = run_cli("diff", str(checkout))
+    assert code == 0 and out.startswith("diff --git "), err
+    notes = [line for line in err.splitlines() if line.startswith("note: ")]
+    assert len(notes) == len(NOTES["0.5.22"])
+    assert all(any(n.startswith("note: " + start) for n in notes) for start in NOTES["0.5.22"])
+
+
 def test_the_fork_tests_pass_on_0_5_22(tmp_path):
     """0.5.22 pins torch 2.14.1 and transformers 5.19.0, 0.5.23's environment's."""
     folder = tmp_path / "release"

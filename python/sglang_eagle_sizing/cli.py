@@ -451,6 +451,9 @@ def _diff(tree: SglangTree) -> int:
     if report is None:
         return ERROR
     sys.stdout.write(report.diff())
+    sys.stdout.flush()  # the notes (stderr) after the diff, also where both go to one stream
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
     return OK
 
 
