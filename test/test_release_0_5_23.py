@@ -224,6 +224,7 @@ def test_pr_series_writes_one_folder_per_pull_request_with_its_cover_letter(fork
         assert "\n## Accuracy Tests\n" in letter and "## The diff" in letter
         for word in ("sglang-eagle-sizing", "sglang_eagle_sizing", "/tmp/", "/work/"):
             assert word not in letter, (name, word)
+        assert "This series is for" not in letter  # measured on the release it is for
 
 
 def test_each_pull_request_applies_on_the_release_after_the_ones_its_letter_names(tmp_path):

@@ -372,7 +372,7 @@ def _quoted(titles: list[str]) -> str:
 def needs_line(request, requests) -> str:
     """The line of a cover letter naming the pull requests to apply first ("" for none)."""
     titles = {r.name: r.title for r in requests}
-    needed = [titles[name] for name in request.needs]
+    needed = [titles[name] for name in request.needs if name in titles]
     if not needed:
         return ""
     several = "s" if len(needed) > 1 else ""
@@ -380,9 +380,23 @@ def needs_line(request, requests) -> str:
     return f"Needs the pull request{several} {_quoted(needed)} (applied first{order})."
 
 
-def cover_letter(request, found, requests, sections: str) -> str:
+def measured_on_line(release: str | None, measured: str) -> str:
+    """For a series of another release than the one its sections were measured on: the line
+    saying so ("" for the same release)."""
+    if release is None or release == measured:
+        return ""
+    return (
+        f"This series is for SGLang {release}: the same fix, written in {release}'s code.\n"
+        f"The reproductions and figures below were run on v{measured}; run them on "
+        f"{release} before merging."
+    )
+
+
+def cover_letter(request, found, requests, sections: str, release: str | None = None,
+                 measured: str | None = None) -> str:
     """A pull request's cover letter (its folder's ``pull-request.md``), as its description
-    on GitHub: its title, the pull requests it needs, its sections (``sections``: Motivation
+    on GitHub: its title, the pull requests it needs, the release its figures come from when
+    the series is for another (``measured_on_line``), its sections (``sections``: Motivation
     to Benchmark & Profiling), one line per commit (each commit's message is its patch's
     description), the template's checklist once, and the files with their line counts."""
     from sglang_eagle_sizing.series import combined
@@ -390,9 +404,11 @@ def cover_letter(request, found, requests, sections: str) -> str:
     patches = [step.patch for step in found]
     whole = combined(found)
     needs = needs_line(request, requests)
+    measured_on = measured_on_line(release, measured or release)
     parts = [
         [f"# {request.title}"],
         [needs] if needs else [],
+        [measured_on] if measured_on else [],
         [sections.strip()],
         ["## Commits", "", *series_index(patches)],
         checklist(patches),
@@ -409,14 +425,22 @@ def write_pull_requests(tree, folder: Path, author: str, progress=None) -> list[
 
     found = [s for s in series.steps(tree, False, progress) if s.files]
     by_concern = {step.patch.concern: step for step in found}
-    requests = tree.family.pull_requests
+    # a pull request whose concerns the release does not have (its note says why) is not
+    # written: a cover letter with no commit would be a pull request of nothing
+    requests = [
+        r for r in tree.family.pull_requests if any(c in by_concern for c in r.concerns)
+    ]
+    release = tree.version.number if tree.version is not None else None
     date = series.now()
     written = []
     for number, request in enumerate(requests, start=1):
         own = [by_concern[c] for c in request.concerns if c in by_concern]
         place = folder / series.request_folder(number, request)
         written += series.write_patches(own, place, author, date)
-        text = cover_letter(request, own, requests, tree.family.cover_letter(request))
+        text = cover_letter(
+            request, own, requests, tree.family.cover_letter(request), release,
+            tree.family.known_version,
+        )
         (place / series.COVER_LETTER).write_text(text, encoding="utf-8")
     return written
 
