@@ -17,12 +17,15 @@ PUBLISHED = textwrap.dedent(
     from sglang.srt.runtime_context import (
         SpawnRanks,
         publish,
+        restore_context,
         snapshot_context,
     )
 
 
-    def published(server_args):
-        publish(server_args, role="test", ranks=SpawnRanks(world_rank=0))
+    class TestPublished(CustomTestCase):
+        def published(self, server_args):
+            self.addCleanup(restore_context, snapshot_context())
+            publish(server_args, role="test", ranks=SpawnRanks(world_rank=0))
     """
 )
 GROUPS = textwrap.dedent(
@@ -63,7 +66,14 @@ def test_publish_without_spawn_ranks():
     assert "SpawnRanks" not in text
     assert 'publish(server_args, role="test")\n' in text
     # the import keeps its layout: one name a line, the trailing comma
-    assert "    publish,\n    snapshot_context,\n)\n" in text
+    assert "    publish,\n    restore_context,\n    snapshot_context,\n)\n" in text
+
+
+def test_a_context_cleared_where_it_cannot_be_saved():
+    text = rewritten(PUBLISHED, older={"spawn_ranks", "snapshot_context"})
+    assert "        self.addCleanup(reset_context)\n" in text
+    assert "    publish,\n    reset_context,\n)\n" in text
+    assert "snapshot_context" not in text and "restore_context" not in text
 
 
 def test_groups_patched_where_parallel_state_holds_them():
@@ -99,8 +109,8 @@ def test_0_5_23s_runtime_takes_the_tests_unchanged(source):
     assert rewritten(source) == source
 
 
-#: each idiom's file as 0.5.20 and as 0.5.23 have it (the part the fact is read from)
-RUNTIME_0_5_20 = {
+#: each idiom's file as 0.5.18 and as 0.5.23 have it (the part the fact is read from)
+RUNTIME_0_5_18 = {
     "runtime_context.py": "def publish(server_args, *, role, hf_config=None):\n    pass\n",
     "distributed/parallel_state.py": "def get_tp_group():\n    return _TP\n",
     "mem_cache/kv_index_translator.py": (
@@ -108,7 +118,7 @@ RUNTIME_0_5_20 = {
     ),
 }
 RUNTIME_0_5_23 = {
-    "runtime_context.py": "class SpawnRanks:\n    pass\n",
+    "runtime_context.py": "class SpawnRanks:\n    pass\n\n\ndef snapshot_context():\n    pass\n",
     "distributed/parallel_state.py": "def get_tp_group():\n    return get_parallel().tp_group\n",
     "mem_cache/kv_index_translator.py": (
         "class KVIndexTranslator:\n    def pack_read_stream(self, plan, **kw):\n        pass\n"
@@ -116,7 +126,7 @@ RUNTIME_0_5_23 = {
 }
 
 
-@pytest.mark.parametrize("files, value", [(RUNTIME_0_5_20, False), (RUNTIME_0_5_23, True)], ids=["0.5.20", "0.5.23"])
+@pytest.mark.parametrize("files, value", [(RUNTIME_0_5_18, False), (RUNTIME_0_5_23, True)], ids=["0.5.18", "0.5.23"])
 def test_the_runtime_idioms_are_read_from_the_release(files, value):
     def read(file):
         if file in files:

@@ -4,6 +4,8 @@ capture loses its rows, and one whose runtime looks older (``sites.RUNTIME_IDIOM
 stand-ins in its own idiom:
 
 - no ``SpawnRanks`` (before 0.5.21): ``publish(server_args, role=...)`` without ``ranks=``;
+- no ``snapshot_context`` (before 0.5.19): a test's published context is cleared after it
+  (``self.addCleanup(reset_context)``), not saved and put back;
 - parallel groups as ``parallel_state``'s globals (before 0.5.21): each
   ``with get_parallel().override(<x>_group=..., ...):`` also patches those globals, in a
   ``with mock.patch.multiple(parallel_state, ...):`` inside it;
@@ -19,7 +21,7 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
 #: the facts of ``sites.RUNTIME_IDIOMS`` this module writes for
-RUNTIME_FACTS = ("spawn_ranks", "groups_in_context", "packs_read_plans")
+RUNTIME_FACTS = ("spawn_ranks", "snapshot_context", "groups_in_context", "packs_read_plans")
 #: a group of the runtime context, and the ``parallel_state`` global that held it before
 GROUP_GLOBALS = {"tp_group": "_TP", "attn_tp_group": "_ATTN_TP", "pp_group": "_PP"}
 RUNTIME_CONTEXT = "sglang.srt.runtime_context"
@@ -96,6 +98,8 @@ class _ForRelease(cst.CSTTransformer):
     def leave_Call(self, original_node, updated_node):
         if "packs_read_plans" in self.older and _keyword(updated_node, "pack_read_stream"):
             return _filling_translator(updated_node)
+        if "snapshot_context" in self.older and _restores_context(updated_node):
+            return updated_node.with_changes(args=[cst.Arg(cst.Name("reset_context"))])
         if "spawn_ranks" not in self.older or not (
             isinstance(updated_node.func, cst.Name) and updated_node.func.value == "publish"
         ):
@@ -107,12 +111,23 @@ class _ForRelease(cst.CSTTransformer):
 
     def leave_ImportFrom(self, original_node, updated_node):
         if (
-            "spawn_ranks" not in self.older
+            not {"spawn_ranks", "snapshot_context"} & self.older
             or isinstance(updated_node.names, cst.ImportStar)
             or _dotted(updated_node.module) != RUNTIME_CONTEXT
         ):
             return updated_node
-        names = _dropping(updated_node.names, lambda a: a.evaluated_name == "SpawnRanks")
+        names = updated_node.names
+        if "spawn_ranks" in self.older:
+            names = _dropping(names, lambda a: a.evaluated_name == "SpawnRanks")
+        if "snapshot_context" in self.older and any(
+            a.evaluated_name == "restore_context" for a in names
+        ):
+            names = [
+                a.with_changes(name=cst.Name("reset_context"))
+                if a.evaluated_name == "restore_context"
+                else a
+                for a in _dropping(names, lambda a: a.evaluated_name == "snapshot_context")
+            ]
         return updated_node.with_changes(names=names)
 
     # -- parallel groups as ``parallel_state``'s globals -----------------------------------
@@ -148,6 +163,16 @@ class _ForRelease(cst.CSTTransformer):
         self.patched_groups = True
         inner = cst.With(items=[cst.WithItem(patch)], body=updated_node.body)
         return updated_node.with_changes(body=cst.IndentedBlock(body=[inner]))
+
+
+def _restores_context(call: cst.Call) -> bool:
+    """``<test>.addCleanup(restore_context, snapshot_context())``."""
+    return (
+        isinstance(call.func, cst.Attribute)
+        and call.func.attr.value == "addCleanup"
+        and [a.value.value if isinstance(a.value, cst.Name) else None for a in call.args][:1]
+        == ["restore_context"]
+    )
 
 
 def _keyword(call: cst.Call, name: str) -> cst.Arg | None:

@@ -301,6 +301,12 @@ def _defines_class(name: str):
     )
 
 
+def _defines_function(name: str):
+    return lambda module: any(
+        isinstance(n, ast.FunctionDef) and n.name == name for n in module.body
+    )
+
+
 def _defines_method(name: str):
     return lambda module: any(
         isinstance(n, ast.FunctionDef) and n.name == name for n in ast.walk(module)
@@ -327,6 +333,8 @@ def _calls_in(function: str, callee: str):
 #: translator lays out rows (``fork_tests`` writes each stand-in as the release reads it).
 RUNTIME_IDIOMS = {
     "spawn_ranks": ("runtime_context.py", _defines_class("SpawnRanks")),
+    # a published context is saved and put back (0.5.19 on), else cleared (``reset_context``)
+    "snapshot_context": ("runtime_context.py", _defines_function("snapshot_context")),
     "groups_in_context": ("distributed/parallel_state.py", _calls_in("get_tp_group", "get_parallel")),
     # the KV index translator packs a read plan (``pack_read_stream``, 0.5.22 on), else
     # fills the rows itself (``fill_packed_read_stream``, 0.5.20-0.5.21)
