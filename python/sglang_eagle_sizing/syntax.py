@@ -67,6 +67,18 @@ def unparenthesized(node: cst.CSTNode) -> cst.CSTNode:
     return node
 
 
+def keyword_argument(name: str, value: cst.BaseExpression, **changes) -> cst.Arg:
+    """``name=value``, black's way (no spaces around ``=``); ``changes``: the ``Arg``'s other
+    fields (its comma, the whitespace after it)."""
+    no_space = cst.SimpleWhitespace("")
+    return cst.Arg(
+        value,
+        keyword=cst.Name(name),
+        equal=cst.AssignEqual(whitespace_before=no_space, whitespace_after=no_space),
+        **changes,
+    )
+
+
 def keyword_arg(call: cst.Call, name: str) -> cst.Arg | None:
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == name:

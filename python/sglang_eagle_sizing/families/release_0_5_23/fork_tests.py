@@ -20,6 +20,8 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
+from sglang_eagle_sizing.syntax import keyword_argument
+
 #: the facts of ``sites.RUNTIME_IDIOMS`` this module writes for
 RUNTIME_FACTS = ("spawn_ranks", "snapshot_context", "groups_in_context", "packs_read_plans")
 #: a group of the runtime context, and the ``parallel_state`` global that held it before
@@ -147,17 +149,7 @@ class _ForRelease(cst.CSTTransformer):
             func=cst.parse_expression("mock.patch.multiple"),
             args=[
                 cst.Arg(cst.Name("parallel_state")),
-                *(
-                    cst.Arg(
-                        value,
-                        keyword=cst.Name(name),
-                        equal=cst.AssignEqual(
-                            whitespace_before=cst.SimpleWhitespace(""),
-                            whitespace_after=cst.SimpleWhitespace(""),
-                        ),
-                    )
-                    for name, value in groups
-                ),
+                *(keyword_argument(name, value) for name, value in groups),
             ],
         )
         self.patched_groups = True
@@ -194,13 +186,9 @@ def _filling_translator(call: cst.Call) -> cst.Call:
         args.append(arg)
     # one keyword a line, as the call is laid out: the new one last, before the ``)``
     last = args[-1]
-    flag = cst.Arg(
-        keyword=cst.Name("is_translating"),
-        value=cst.Name("False"),
-        equal=cst.AssignEqual(
-            whitespace_before=cst.SimpleWhitespace(""),
-            whitespace_after=cst.SimpleWhitespace(""),
-        ),
+    flag = keyword_argument(
+        "is_translating",
+        cst.Name("False"),
         # black's trailing comma, before the ``)``'s line
         comma=cst.Comma(whitespace_after=last.whitespace_after_arg)
         if isinstance(last.comma, cst.MaybeSentinel)

@@ -24,7 +24,7 @@ from sglang_eagle_sizing.families.release_0_5_23.sites import (
     DRAFT_CHECK_ANCHOR,
     TARGET_CAPTURE,
 )
-from sglang_eagle_sizing.syntax import contains, dotted, statements
+from sglang_eagle_sizing.syntax import contains, dotted, keyword_argument, statements
 
 
 class DraftCheckRule(DrafterHookRule):
@@ -164,14 +164,7 @@ class TargetCaptureCheckRule(ScopedRule):
             args=_after_keyword(
                 updated_node.args,
                 "server_args",
-                cst.Arg(
-                    keyword=cst.Name(TARGET_MODEL_CONFIG),
-                    value=cst.Name(TARGET_MODEL_CONFIG),
-                    equal=cst.AssignEqual(
-                        whitespace_before=cst.SimpleWhitespace(""),
-                        whitespace_after=cst.SimpleWhitespace(""),
-                    ),
-                ),
+                keyword_argument(TARGET_MODEL_CONFIG, cst.Name(TARGET_MODEL_CONFIG)),
             )
         )
 
