@@ -19,7 +19,10 @@ from sglang_eagle_sizing.families.release_0_5_23.inserted import (
     DRAFT_CHECK_HOOK,
 )
 from sglang_eagle_sizing.families.release_0_5_23.rules.base import ScopedRule, calls_to
-from sglang_eagle_sizing.families.release_0_5_23.rules.draft_dtype import DrafterHookRule
+from sglang_eagle_sizing.families.release_0_5_23.rules.draft_dtype import (
+    DrafterHookRule,
+    _imports,
+)
 from sglang_eagle_sizing.families.release_0_5_23.sites import (
     DRAFT_CHECK_ANCHOR,
     TARGET_CAPTURE,
@@ -45,20 +48,18 @@ class DraftCheckRule(DrafterHookRule):
         # (``cfg = resolving_view(server_args)``, 0.5.19 on) where it starts so
         leading = 0
         for stmt in body:
-            if not (
-                isinstance(stmt, cst.SimpleStatementLine)
-                and len(stmt.body) == 1
-                and (
-                    isinstance(stmt.body[0], (cst.Import, cst.ImportFrom))
-                    or (
-                        isinstance(stmt.body[0], cst.Assign)
-                        and dotted(stmt.body[0].targets[0].target) == "cfg"
-                    )
-                )
-            ):
+            if not (_imports(stmt) or _assigns_cfg(stmt)):
                 break
             leading += 1
         return leading - 1
+
+
+def _assigns_cfg(stmt: cst.CSTNode) -> bool:
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and isinstance(stmt.body[0], cst.Assign)
+        and dotted(stmt.body[0].targets[0].target) == "cfg"
+    )
 
 
 class TargetCaptureCheckRule(ScopedRule):
@@ -177,7 +178,7 @@ class TargetCaptureCheckRule(ScopedRule):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool | None:
         super().visit_FunctionDef(node)
-        self.caller_names = _keywords(node) | {p.name.value for p in node.params.params}
+        self.caller_names = _keywords(node)
         return True
 
     def leave_FunctionDef(self, original_node, updated_node):
@@ -230,8 +231,8 @@ def _after_keyword(items, keyword: str, new):
         (i + 1 for i, name in enumerate(names) if name is not None and name.value == keyword),
         len(items),
     )
-    if index == 0:
-        return [new.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), *items]
+    if not items:
+        return [new]
     before = items[index - 1]
     new = new.with_changes(comma=before.comma)
     if index == len(items) and not isinstance(before.comma, cst.Comma):
